@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Set up .venv with everything spotdiff needs; safe to run again (skips pip when nothing changed).
+#
+# torch/torchvision are pinned here, not in pyproject.toml: this project's machines install
+# exactly this pair from local disk (an older CPU build there breaks timm's torchvision import),
+# while users elsewhere keep the ranges in pyproject.toml and bring their own CUDA/CPU build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+PYTHON="${PYTHON:-python3.11}"
+command -v "$PYTHON" >/dev/null 2>&1 || PYTHON=python3
+VENV=.venv
+STAMP="$VENV/.spotdiff-installed"
+WANT="$(cat pyproject.toml scripts/bootstrap.sh | sha256sum | cut -d' ' -f1)"
+
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bootstrap: creating $VENV with $($PYTHON --version)" >&2
+  "$PYTHON" -m venv "$VENV"
+fi
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
+  echo "bootstrap: installing dependencies (first run takes a few minutes)" >&2
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==2.14.1" "torchvision==0.29.1" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -c "import spotdiff_cli, torch, timm, cv2, sklearn, pycocoevalcap" \
+    || { echo "bootstrap: install failed; see the pip output above" >&2; exit 1; }
+  echo "$WANT" > "$STAMP"
+fi

@@ -1,0 +1,72 @@
+"""What the CLI calls, and what a Python user calls: ``from spotdiff_cli import api``.
+
+Each function takes plain values and settings dataclasses, returns typed results, and never
+prints. Long work reports progress through an optional callback.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .analysis import analyse_pair, make_pair
+from .captioners import create_captioner
+from .captioners.base import DescribeOptions
+from .config import AnalysisConfig, CaptionConfig, to_dict
+from .errors import UsageError
+from .frames import load_image
+from .types import Frame, Report
+
+ImageInput = str | Path | np.ndarray
+
+
+def _as_frame(image: ImageInput, name: str) -> Frame:
+    if isinstance(image, np.ndarray):
+        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+            raise UsageError(f"{name} array must be (H, W, 3) uint8 RGB, got {image.shape} {image.dtype}")
+        return Frame(image, f"<{name} array>")
+    return Frame(load_image(image), str(image))
+
+
+def describe_pair(
+    before: ImageInput,
+    after: ImageInput,
+    analysis: AnalysisConfig | None = None,
+    caption: CaptionConfig | None = None,
+) -> Report:
+    """Describe what changed from ``before`` to ``after`` (paths or (H, W, 3) uint8 RGB arrays).
+
+    Returns a ``Report`` with the analysis, the sentences (most salient first) and timings.
+    """
+    analysis = (analysis or AnalysisConfig()).validate()
+    caption = caption or CaptionConfig()
+    if caption.max_sentences < 1:
+        raise UsageError("--sentences must be at least 1")
+    timings: dict[str, float] = {}
+    t0 = time.perf_counter()
+    pair = make_pair(_as_frame(before, "before"), _as_frame(after, "after"))
+    timings["load"] = time.perf_counter() - t0
+
+    result = analyse_pair(pair, analysis)
+    timings.update(result.timings)
+
+    t1 = time.perf_counter()
+    captioner = create_captioner(caption.model, weights=caption.weights, device=caption.device)
+    timings["model"] = time.perf_counter() - t1
+    t2 = time.perf_counter()
+    sentences = captioner.describe(result, DescribeOptions(caption.max_sentences, caption.recognise))
+    timings["describe"] = time.perf_counter() - t2
+    timings["total"] = time.perf_counter() - t0
+    return Report(
+        before_path=pair.before.source,
+        after_path=pair.after.source,
+        analysis=result,
+        sentences=tuple(sentences),
+        model=caption.model,
+        settings={"analysis": to_dict(analysis), "caption": to_dict(caption)},
+        timings=timings,
+        notes=pair.notes,
+        original=pair,
+    )

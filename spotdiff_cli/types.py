@@ -1,0 +1,169 @@
+"""The values that flow through the pipeline: frames -> pairs -> align -> mask -> clusters ->
+sentences -> report.
+
+All are frozen dataclasses so a stage cannot change what an earlier stage produced. Arrays inside
+them are not copied; treat them as read-only. Image arrays are always ``(H, W, 3) uint8 RGB``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+BBox = tuple[int, int, int, int]
+"""A box as ``(x, y, w, h)`` in pixels of the image it refers to."""
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One image and where it came from.
+
+    pixels: (H, W, 3) uint8 RGB.
+    timestamp: seconds from the start of the source (presentation time for video), or None.
+    index: frame number in the source, or None for stills.
+    """
+
+    pixels: np.ndarray
+    source: str
+    timestamp: float | None = None
+    index: int | None = None
+
+    @property
+    def height(self) -> int:
+        return int(self.pixels.shape[0])
+
+    @property
+    def width(self) -> int:
+        return int(self.pixels.shape[1])
+
+
+@dataclass(frozen=True)
+class Pair:
+    """Two frames to compare, same size. ``notes`` records anything done to make them comparable
+    (e.g. a resize), which the report repeats to the user."""
+
+    before: Frame
+    after: Frame
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Alignment:
+    """The shift that best maps ``after`` onto ``before``: after(x + dx, y + dy) ~ before(x, y).
+
+    dx, dy: pixels of the analysed image, sub-pixel.
+    score: mean squared grey-level difference at that shift (lower is better), on normalised
+    intensities; ``method`` is "search", "phase" or "none".
+    """
+
+    dx: float
+    dy: float
+    score: float
+    method: str
+
+    @property
+    def is_identity(self) -> bool:
+        return self.dx == 0 and self.dy == 0
+
+
+@dataclass(frozen=True)
+class ChangeMask:
+    """Pixel-level changes (Spot-the-diff §3.1).
+
+    active: (H, W) bool, True where the RGB L2 distance after photometric normalisation > delta.
+    distance: (H, W) float32, that distance (0 outside the valid, overlapping area).
+    delta: the threshold used.
+    raw_changed_fraction: share of valid pixels above delta *before* photometric normalisation.
+    changed_fraction: share of valid pixels above delta after it.
+    lighting_changed: True when the global exposure / white balance differed enough to matter.
+    """
+
+    active: np.ndarray
+    distance: np.ndarray
+    delta: float
+    raw_changed_fraction: float
+    changed_fraction: float
+    lighting_changed: bool
+
+    @property
+    def n_active(self) -> int:
+        return int(self.active.sum())
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """One DBSCAN cluster of active pixels: a proxy for one object-level change.
+
+    mask: (H, W) bool, the cluster's pixels (C_k in the paper).
+    bbox: (x, y, w, h) of the active pixels.
+    features: the paper's prior features g(z): (bbox length, bbox width, bbox area, n_active),
+        length = height and width = width of the box, in pixels.
+    salience: a score for ordering clusters (higher first); see analysis/cluster.py.
+    """
+
+    id: int
+    mask: np.ndarray
+    bbox: BBox
+    n_active: int
+    features: tuple[float, float, float, float]
+    salience: float = 0.0
+
+    @property
+    def area(self) -> int:
+        return int(self.bbox[2] * self.bbox[3])
+
+
+@dataclass(frozen=True)
+class Sentence:
+    """One reported change. ``cluster_ids`` link it to the clusters it talks about (empty for
+    whole-frame statements such as "the lighting changed"); ``kind`` is a machine-readable tag
+    ("appeared", "disappeared", "moved", "colour", "changed", "lighting", "no_change", "scene",
+    or "generated" for learned captioners)."""
+
+    text: str
+    cluster_ids: tuple[int, ...] = ()
+    confidence: float = 1.0
+    kind: str = "generated"
+    details: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Analysis:
+    """Everything the pixel and object-level analysis measured for one pair.
+
+    ``pair`` is the pair as analysed: resized to the working resolution, the after frame shifted
+    onto the before frame. ``corrected_after`` is that after frame with the global lighting
+    change removed (use it to compare colours with the before frame); ``valid`` (H, W) bool marks
+    the area both frames cover. ``scale`` maps working coordinates back to the original before
+    image (original = working * scale).
+    """
+
+    pair: Pair
+    alignment: Alignment
+    mask: ChangeMask
+    clusters: tuple[Cluster, ...]
+    corrected_after: np.ndarray
+    valid: np.ndarray
+    scale: float = 1.0
+    # True when most of the view differs even after lighting correction (camera knocked, scene
+    # cut): clusters are then not object-level changes. See AnalysisConfig.scene_fraction.
+    scene_changed: bool = False
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Report:
+    """The result of describing one pair: what the writers turn into text, JSON, MD, HTML."""
+
+    before_path: str
+    after_path: str
+    analysis: Analysis
+    sentences: tuple[Sentence, ...]
+    model: str
+    settings: dict[str, Any]
+    timings: dict[str, float]
+    notes: tuple[str, ...] = ()
+    # The pair at its original size (after only resized to match before), for drawing.
+    original: Pair | None = None
