@@ -1,0 +1,132 @@
+"""Camera-shift alignment (Spot-the-diff §3.1: "iterating over a small range of vertical and
+horizontal shifts to find the shift with minimum corresponding L2-distance").
+
+Both methods work on exposure-normalised grey images (zero mean, unit variance), so an
+auto-exposure jump does not pull the estimate. The exhaustive search evaluates every integer
+shift in [-max_shift, max_shift]^2 on a sub-sampled pixel grid (the minimum of a smooth L2
+surface does not need every pixel) and refines the minimum to sub-pixel precision with a
+parabola through its neighbours. Phase correlation (OpenCV) is the fast path for large ranges.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from ..types import Alignment
+
+# About this many pixels are compared per candidate shift: enough for a stable minimum at any
+# resolution, few enough that 169 candidates cost a few milliseconds.
+_SAMPLES_PER_SHIFT = 40_000
+# Squared differences (in robust-sigma units) above this count as "changed content" at any shift.
+_TRUNCATE = 4.0
+# Shifts smaller than this (pixels) are treated as no shift: resampling would only blur.
+_MIN_SHIFT = 0.25
+
+
+def _normalised_grey(image: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 -> (H, W) float32 band-pass detail (fine blur minus coarse blur), scaled
+    by its robust spread. Removing the coarse layer makes it blind to exposure and to the broad
+    brightness of big objects; what is left - edges, texture, road markings - is what pins a
+    shift down."""
+    grey = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY).astype(np.float32)
+    detail = cv2.GaussianBlur(grey, (0, 0), 1.0) - cv2.GaussianBlur(grey, (0, 0), 8.0)
+    spread = 1.4826 * float(np.median(np.abs(detail[::4, ::4]))) or float(detail.std()) or 1.0
+    return detail / spread
+
+
+def _parabola_offset(left: float, centre: float, right: float) -> float:
+    """Sub-pixel offset of the minimum of a parabola through three equally spaced samples."""
+    denom = left - 2.0 * centre + right
+    if denom <= 1e-12:
+        return 0.0
+    return float(np.clip(0.5 * (left - right) / denom, -0.5, 0.5))
+
+
+def search_shift(before: np.ndarray, after: np.ndarray, max_shift: int) -> Alignment:
+    """Exhaustive integer search over shifts minimising the mean squared difference.
+
+    before, after: (H, W, 3) uint8 RGB of equal size.
+    Returns the shift (dx, dy) with after(x + dx, y + dy) ~ before(x, y).
+    """
+    b = _normalised_grey(before)
+    a = _normalised_grey(after)
+    h, w = b.shape
+    m = int(max_shift)
+    if m <= 0 or h <= 2 * m + 8 or w <= 2 * m + 8:
+        return Alignment(0.0, 0.0, float(np.mean((a - b) ** 2)), "search")
+    stride = max(1, int(np.sqrt((h - 2 * m) * (w - 2 * m) / _SAMPLES_PER_SHIFT)))
+    ref = b[m : h - m : stride, m : w - m : stride]
+    scores = np.empty((2 * m + 1, 2 * m + 1), dtype=np.float64)
+    for iy, dy in enumerate(range(-m, m + 1)):
+        for ix, dx in enumerate(range(-m, m + 1)):
+            moved = a[m + dy : h - m + dy : stride, m + dx : w - m + dx : stride]
+            # Truncated L2: a moving object costs the same at every shift instead of dragging
+            # the minimum towards where it overlaps itself.
+            scores[iy, ix] = float(np.mean(np.minimum((moved - ref) ** 2, _TRUNCATE)))
+    iy, ix = np.unravel_index(int(np.argmin(scores)), scores.shape)
+    dy, dx = float(iy - m), float(ix - m)
+    # Sub-pixel refinement, only where the minimum has neighbours on both sides.
+    if 0 < ix < 2 * m:
+        dx += _parabola_offset(scores[iy, ix - 1], scores[iy, ix], scores[iy, ix + 1])
+    if 0 < iy < 2 * m:
+        dy += _parabola_offset(scores[iy - 1, ix], scores[iy, ix], scores[iy + 1, ix])
+    return Alignment(*_snap(dx, dy), float(scores[iy, ix]), "search")
+
+
+def phase_shift(before: np.ndarray, after: np.ndarray, max_shift: int) -> Alignment:
+    """Phase correlation (cv2.phaseCorrelate); shifts beyond ``max_shift`` are not trusted and
+    reported as no shift, since a fixed camera does not jump that far."""
+    b = _normalised_grey(before)
+    a = _normalised_grey(after)
+    window = cv2.createHanningWindow((b.shape[1], b.shape[0]), cv2.CV_32F)
+    (dx, dy), _response = cv2.phaseCorrelate(b, a, window)
+    if abs(dx) > max_shift or abs(dy) > max_shift:
+        dx, dy = 0.0, 0.0
+    dx, dy = _snap(dx, dy)
+    shifted, valid = apply_shift(after, Alignment(dx, dy, 0.0, "phase"))
+    score = float(np.mean(((_normalised_grey(shifted) - b) ** 2)[valid]))
+    return Alignment(dx, dy, score, "phase")
+
+
+def _snap(dx: float, dy: float) -> tuple[float, float]:
+    dx = 0.0 if abs(dx) < _MIN_SHIFT else round(dx, 2)
+    dy = 0.0 if abs(dy) < _MIN_SHIFT else round(dy, 2)
+    return dx, dy
+
+
+def estimate_alignment(before: np.ndarray, after: np.ndarray, method: str, max_shift: int) -> Alignment:
+    """Dispatch on ``method``: "search" (paper), "phase" (fast path) or "none"."""
+    if method == "none" or max_shift == 0:
+        return Alignment(0.0, 0.0, 0.0, "none")
+    if method == "phase":
+        return phase_shift(before, after, max_shift)
+    return search_shift(before, after, max_shift)
+
+
+def apply_shift(image: np.ndarray, alignment: Alignment) -> tuple[np.ndarray, np.ndarray]:
+    """Move ``image`` (the after frame) onto the before frame's grid.
+
+    Returns the shifted image (H, W, 3) uint8 and ``valid`` (H, W) bool: False on the border
+    strip that the shift uncovered, where no comparison is possible.
+    """
+    h, w = image.shape[:2]
+    valid = np.ones((h, w), dtype=bool)
+    if alignment.is_identity:
+        return image, valid
+    dx, dy = alignment.dx, alignment.dy
+    matrix = np.float32([[1, 0, -dx], [0, 1, -dy]])
+    shifted = cv2.warpAffine(image, matrix, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    # Border strips are ceil(|shift|) wide.
+    cx, cy = int(np.ceil(abs(dx))), int(np.ceil(abs(dy)))
+    if cx:
+        if dx > 0:
+            valid[:, w - cx :] = False
+        else:
+            valid[:, :cx] = False
+    if cy:
+        if dy > 0:
+            valid[h - cy :, :] = False
+        else:
+            valid[:cy, :] = False
+    return shifted, valid
