@@ -1,0 +1,86 @@
+"""Words for what the analysis measured: where (image regions), how big, what colour.
+
+Shared by the grounded captioner and the report writers; plain functions, no state.
+"""
+
+from __future__ import annotations
+
+import cv2
+import numpy as np
+
+from ..types import BBox
+
+# 3x3 grid of places a person would name, indexed [row][column]: (name, "where" phrase).
+_REGIONS = (
+    (("upper left", "in the upper left"), ("top centre", "near the top centre"), ("upper right", "in the upper right")),
+    (("left", "on the left"), ("centre", "in the centre"), ("right", "on the right")),
+    (("lower left", "in the lower left"), ("bottom centre", "near the bottom centre"), ("lower right", "in the lower right")),
+)
+
+
+def _cell(bbox: BBox, width: int, height: int) -> tuple[str, str]:
+    x, y, w, h = bbox
+    cx, cy = (x + w / 2) / max(1, width), (y + h / 2) / max(1, height)
+    return _REGIONS[min(2, int(cy * 3))][min(2, int(cx * 3))]
+
+
+def region_phrase(bbox: BBox, width: int, height: int) -> str:
+    """Where a box is, as a phrase: "in the lower left", "near the top centre", ... (the box
+    centre on a 3x3 grid of the frame)."""
+    return _cell(bbox, width, height)[1]
+
+
+def region_name(bbox: BBox, width: int, height: int) -> str:
+    """The same place as a bare name, for "moved to the <name>": "lower left", "centre"."""
+    return _cell(bbox, width, height)[0]
+
+
+def size_word(bbox: BBox, width: int, height: int) -> str:
+    """"small", "" or "large" from the box's share of the frame."""
+    share = bbox[2] * bbox[3] / max(1, width * height)
+    if share < 0.004:
+        return "small"
+    if share > 0.10:
+        return "large"
+    return ""
+
+
+# Hue upper limits in OpenCV's 0-180 hue scale, and their names.
+_HUE_LIMITS = np.array([5, 20, 33, 85, 128, 150, 170, 181])
+_HUE_NAMES = np.array(["red", "orange", "yellow", "green", "blue", "purple", "pink", "red"])
+
+
+def pixel_colour_names(pixels: np.ndarray) -> np.ndarray:
+    """Name the colour of every pixel: (N, 3) uint8 RGB -> (N,) str among black, white, grey,
+    brown and the hue names."""
+    hsv = cv2.cvtColor(pixels.reshape(-1, 1, 3).astype(np.uint8), cv2.COLOR_RGB2HSV).reshape(-1, 3).astype(np.int32)
+    hue, sat, val = hsv[:, 0], hsv[:, 1], hsv[:, 2]
+    names = _HUE_NAMES[np.searchsorted(_HUE_LIMITS, hue, side="right").clip(0, len(_HUE_NAMES) - 1)]
+    names = np.where((names == "orange") & (val < 150), "brown", names)
+    grey = (sat < 50) | ((sat < 80) & (val < 110))
+    names = np.where(grey, np.where(val > 185, "white", "grey"), names)
+    return np.where(val < 50, "black", names)
+
+
+def colour_name(pixels: np.ndarray, min_share: float = 0.45) -> str:
+    """The colour word for a region's pixels (N, 3) uint8 RGB: the most common pixel colour
+    name, or "" when no single colour covers ``min_share`` of the pixels (a striped or
+    multi-coloured thing has no honest one-word colour)."""
+    pixels = pixels.reshape(-1, 3)
+    if pixels.shape[0] == 0:
+        return ""
+    pixels = pixels[:: max(1, pixels.shape[0] // 4000)]
+    names, counts = np.unique(pixel_colour_names(pixels), return_counts=True)
+    best = int(np.argmax(counts))
+    return str(names[best]) if counts[best] >= min_share * counts.sum() else ""
+
+
+def article(phrase: str) -> str:
+    """"a" or "an" for a noun phrase."""
+    return "an" if phrase[:1] in "aeiou" else "a"
+
+
+def noun_phrase(noun: str, colour: str = "", size: str = "") -> str:
+    """"large white car", "small object", "person" (no article)."""
+    words = [w for w in (size, colour if noun != "person" else "", noun) if w]
+    return " ".join(words)

@@ -1,0 +1,177 @@
+"""Report writers, one small function per format, collected in ``WRITERS``.
+
+Each takes the composed report dict (compose.py) and the Report (for pictures) and returns the
+file's bytes; ``write_report`` writes the chosen ones atomically into an output folder and
+refuses to overwrite an earlier report unless asked to.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+from pathlib import Path
+from typing import Any, Callable
+
+import cv2
+import numpy as np
+
+from ..errors import OutputError
+from ..types import Report
+from .atomic import atomic_write_bytes
+from .compose import report_to_dict
+from .draw import annotated_image, mask_image
+
+
+def _png(image: np.ndarray) -> bytes:
+    ok, buf = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+    if not ok:
+        raise OutputError("could not encode a PNG image")
+    return buf.tobytes()
+
+
+def _jpeg(image: np.ndarray, quality: int = 88) -> bytes:
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise OutputError("could not encode a JPEG image")
+    return buf.tobytes()
+
+
+def sentences_text(data: dict[str, Any]) -> list[str]:
+    return [f"{s['number']}. {s['text']}" for s in data["sentences"]]
+
+
+def write_txt(data: dict[str, Any], report: Report) -> bytes:
+    lines = [f"{data['inputs']['before']['path']} -> {data['inputs']['after']['path']}", *sentences_text(data)]
+    lines += [f"note: {n}" for n in data["notes"]]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def write_json(data: dict[str, Any], report: Report) -> bytes:
+    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def write_md(data: dict[str, Any], report: Report) -> bytes:
+    al = data["alignment"]
+    out = [
+        "# What changed",
+        "",
+        f"**Before:** `{data['inputs']['before']['path']}`  ",
+        f"**After:** `{data['inputs']['after']['path']}`",
+        "",
+        *[f"{s['number']}. {s['text']}" for s in data["sentences"]],
+        "",
+        "![before and after, numbered boxes](annotated.png)",
+        "",
+        "| # | box (x, y, w, h) | changed pixels | salience |",
+        "|---|---|---|---|",
+    ]
+    for c in data["clusters"]:
+        out.append(f"| {c['sentence'] or '–'} | {tuple(c['bbox'])} | {c['n_active']} | {c['salience']:.4f} |")
+    out += [
+        "",
+        f"Camera shift found: dx={al['dx']}, dy={al['dy']} px ({al['method']}). "
+        f"Changed area: {100 * data['change']['changed_fraction']:.2f} % of the frame"
+        + (" (after correcting a lighting change)." if data["change"]["lighting_changed"] else "."),
+    ]
+    out += [f"", *[f"> note: {n}" for n in data["notes"]]] if data["notes"] else []
+    out += ["", f"Model `{data['model']}`, spotdiff {data['tool']['version']}. Mask: ![mask](mask.png)", ""]
+    return "\n".join(out).encode()
+
+
+def write_csv(data: dict[str, Any], report: Report) -> bytes:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["number", "sentence", "kind", "confidence", "cluster_ids", "boxes"])
+    boxes = {c["id"]: c["bbox"] for c in data["clusters"]}
+    for s in data["sentences"]:
+        ids = s["cluster_ids"]
+        writer.writerow([s["number"], s["text"], s["kind"], s["confidence"], " ".join(map(str, ids)),
+                         " ".join("x".join(map(str, boxes[i])) for i in ids if i in boxes)])
+    return buf.getvalue().encode()
+
+
+def write_html(data: dict[str, Any], report: Report) -> bytes:
+    """One self-contained page: images embedded, every user-supplied string escaped."""
+    esc = html.escape
+    picture = base64.b64encode(_jpeg(annotated_image(report))).decode()
+    mask = base64.b64encode(_png(mask_image(report))).decode()
+    items = "\n".join(f"<li>{esc(s['text'])} <span class=k>{esc(s['kind'])}</span></li>" for s in data["sentences"])
+    notes = "".join(f"<p class=note>{esc(n)}</p>" for n in data["notes"])
+    al = data["alignment"]
+    return f"""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>spotdiff: {esc(Path(data['inputs']['after']['path']).name)}</title>
+<style>
+body{{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}}
+img{{max-width:100%;border:1px solid #ccc}} ol{{font-size:1.2em;line-height:1.6}}
+.k{{font-size:.7em;color:#777;border:1px solid #ddd;border-radius:3px;padding:0 .3em}}
+.note{{background:#fff6d5;padding:.5em}} small{{color:#666}} details{{margin-top:1em}}
+</style></head><body>
+<h1>What changed</h1>
+<p><small>before <code>{esc(data['inputs']['before']['path'])}</code> &rarr; after <code>{esc(data['inputs']['after']['path'])}</code></small></p>
+<ol>
+{items}
+</ol>
+{notes}
+<img alt="before and after with numbered boxes" src="data:image/jpeg;base64,{picture}">
+<details><summary>Change mask and measurements</summary>
+<img alt="change mask" src="data:image/png;base64,{mask}">
+<p>Camera shift dx={al['dx']}, dy={al['dy']} px ({esc(al['method'])}); changed area {100 * data['change']['changed_fraction']:.2f} %;
+lighting changed: {data['change']['lighting_changed']}; model <code>{esc(data['model'])}</code>, spotdiff {esc(data['tool']['version'])}.</p>
+</details>
+</body></html>
+""".encode()
+
+
+WRITERS: dict[str, Callable[[dict[str, Any], Report], bytes]] = {
+    "txt": write_txt,
+    "json": write_json,
+    "md": write_md,
+    "html": write_html,
+    "csv": write_csv,
+}
+
+# Files a caption report folder holds; used to refuse silent overwrites.
+PICTURES = {"annotated.png": lambda r: _png(annotated_image(r)), "mask.png": lambda r: _png(mask_image(r))}
+
+
+def write_report(
+    report: Report, out_dir: str | Path, formats: tuple[str, ...] = ("json", "md", "html"), overwrite: bool = False
+) -> list[Path]:
+    """Write ``report.<fmt>`` for each format plus annotated.png and mask.png into ``out_dir``.
+
+    Refuses (OutputError) when any of those files already exists, unless ``overwrite``.
+    Returns the paths written.
+    """
+    out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is a file; give a folder path")
+    unknown = [f for f in formats if f not in WRITERS]
+    if unknown:
+        raise OutputError(f"unknown report format {unknown[0]!r}: use {', '.join(WRITERS)}")
+    targets = {f"report.{fmt}": fmt for fmt in formats}
+    names = [*targets, *PICTURES, "config.yaml"]
+    existing = [n for n in names if (out / n).exists()]
+    if existing and not overwrite:
+        raise OutputError(f"{out / existing[0]} already exists; choose another --out folder or pass --overwrite")
+    data = report_to_dict(report)
+    written = []
+    for name, fmt in targets.items():
+        atomic_write_bytes(out / name, WRITERS[fmt](data, report))
+        written.append(out / name)
+    for name, draw in PICTURES.items():
+        atomic_write_bytes(out / name, draw(report))
+        written.append(out / name)
+    # The resolved settings, reusable as `--config config.yaml` to reproduce the report.
+    atomic_write_bytes(out / "config.yaml", _yaml(report.settings))
+    written.append(out / "config.yaml")
+    return written
+
+
+def _yaml(settings: dict[str, Any]) -> bytes:
+    import yaml
+
+    header = "# Resolved settings of this report; rerun with `spotdiff caption A B --config config.yaml`.\n"
+    return (header + yaml.safe_dump(settings, sort_keys=False)).encode()
