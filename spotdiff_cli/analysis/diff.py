@@ -131,15 +131,23 @@ def _mean_correction(after: np.ndarray, valid: np.ndarray, gains: np.ndarray, of
 
 
 def is_relit(before: np.ndarray, after: np.ndarray, region: np.ndarray, min_correlation: float) -> bool:
-    """True when a changed region keeps its structure and only its light changed.
+    """True when a changed region keeps its structure and colours and only its light changed.
 
-    before, after: (H, W, 3) uint8 crops; region: (H, W) bool. The grey levels of the two images
-    over the region correlate strongly (>= ``min_correlation``) when the same surfaces are lit
-    differently; an object that appeared, left or moved breaks the correlation. Flat regions
-    (tiny variance) have no structure to judge and are never called relit.
+    before, after: (H, W, 3) uint8 crops; region: (H, W) bool. When the same surfaces are lit
+    differently, every colour channel of the two images correlates strongly over the region
+    (>= ``min_correlation``). An object that appeared, left or moved breaks the correlation,
+    and a repaint breaks it in some channel (red -> blue anti-correlates in R and B). Channels
+    with almost no variance carry no evidence and are skipped; a flat region is never relit.
     """
-    b = cv2.cvtColor(before, cv2.COLOR_RGB2GRAY).astype(np.float32)[region]
-    a = cv2.cvtColor(after, cv2.COLOR_RGB2GRAY).astype(np.float32)[region]
-    if b.size < 16 or b.std() < 6 or a.std() < 6:
+    b = before[region].astype(np.float32)
+    a = after[region].astype(np.float32)
+    if b.shape[0] < 16:
         return False
-    return float(np.corrcoef(b, a)[0, 1]) >= min_correlation
+    judged = 0
+    for c in range(3):
+        if b[:, c].std() < 6 or a[:, c].std() < 6:
+            continue
+        judged += 1
+        if float(np.corrcoef(b[:, c], a[:, c])[0, 1]) < min_correlation:
+            return False
+    return judged > 0

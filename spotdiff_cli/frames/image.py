@@ -42,7 +42,7 @@ def load_image(path: str | Path) -> np.ndarray:
                 width, height = img.size
                 if width * height > MAX_PIXELS:
                     raise InputError(
-                        f"{path}: {width}x{height} is over the {MAX_PIXELS // 1_000_000} MP safety limit "
+                        f"{path}: {width}x{height} is over the {MAX_PIXELS / 1e6:g} MP safety limit "
                         "(possible decompression bomb); downscale it first"
                     )
                 img = ImageOps.exif_transpose(img)
@@ -50,7 +50,9 @@ def load_image(path: str | Path) -> np.ndarray:
     except InputError:
         raise
     except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
-        raise InputError(f"{path}: image too large to decode safely ({exc}); downscale it first") from exc
+        raise InputError(
+            f"{path}: image is over the {MAX_PIXELS / 1e6:g} MP safety limit (possible decompression bomb); downscale it first"
+        ) from exc
     except UnidentifiedImageError as exc:
         raise InputError(f"{path}: not an image file Pillow can read (PNG, JPEG, BMP, TIFF, WebP); check the file") from exc
     except (OSError, SyntaxError, ValueError) as exc:
