@@ -1,0 +1,132 @@
+"""resolve_weights: the documented search order, the one-line error, manifest checks."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from spotdiff_cli import weights as W
+from spotdiff_cli.errors import ModelError, WeightsNotFoundError
+
+
+@pytest.fixture()
+def isolated(tmp_path, monkeypatch):
+    """No $SPOTDIFF_WEIGHTS, an empty cache and a private manifest folder in place of the repo's."""
+    monkeypatch.delenv(W.ENV_VAR, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    manifest_dir = tmp_path / "repo_weights"
+    manifest_dir.mkdir()
+    monkeypatch.setattr(W, "REPO_WEIGHTS_DIR", manifest_dir)
+    monkeypatch.setattr(W, "INSTALLED_WEIGHTS_DIR", tmp_path / "no_such_install")
+    return tmp_path
+
+
+def _write_manifest(folder: Path, name: str, payload: bytes, *, kind: str = "backbone", default: bool = False) -> Path:
+    import hashlib
+
+    (folder / f"{name}.pt").write_bytes(payload)
+    entry = {"file": f"{name}.pt", "kind": kind, "sha256": hashlib.sha256(payload).hexdigest(),
+             "licence": "MIT", "source": "test", "default": default}
+    (folder / "manifest.json").write_text(json.dumps({"format": 1, "weights": {name: entry}}))
+    return folder / f"{name}.pt"
+
+
+def test_explicit_path_wins(isolated):
+    f = isolated / "mine.pt"
+    f.write_bytes(b"x")
+    assert W.resolve_weights(str(f), kind="backbone") == f.resolve()
+
+
+def test_env_folder_finds_name_with_any_extension(isolated, monkeypatch):
+    d = isolated / "env"
+    d.mkdir()
+    (d / "resnet101.pth").write_bytes(b"x")
+    monkeypatch.setenv(W.ENV_VAR, str(d))
+    assert W.resolve_weights("resnet101", kind="backbone") == (d / "resnet101.pth").resolve()
+
+
+def test_env_folder_comes_before_manifest(isolated, monkeypatch):
+    _write_manifest(W.REPO_WEIGHTS_DIR, "net", b"manifest copy")
+    d = isolated / "env"
+    d.mkdir()
+    (d / "net.pt").write_bytes(b"env copy")
+    monkeypatch.setenv(W.ENV_VAR, str(d))
+    assert W.resolve_weights("net", kind="backbone").read_bytes() == b"env copy"
+
+
+def test_ambiguous_name_in_folder_is_an_error(isolated, monkeypatch):
+    d = isolated / "env"
+    d.mkdir()
+    (d / "net.pt").write_bytes(b"a")
+    (d / "net.onnx").write_bytes(b"b")
+    monkeypatch.setenv(W.ENV_VAR, str(d))
+    with pytest.raises(ModelError, match="ambiguous"):
+        W.resolve_weights("net", kind="backbone")
+
+
+def test_manifest_entry_is_found_and_listed(isolated):
+    path = _write_manifest(W.REPO_WEIGHTS_DIR, "net", b"weights")
+    assert W.resolve_weights("net", kind="backbone") == path.resolve()
+    (entry,) = W.known_weights()
+    assert (entry.name, entry.licence, entry.present) == ("net", "MIT", True)
+
+
+def test_manifest_kind_must_match(isolated):
+    _write_manifest(W.REPO_WEIGHTS_DIR, "net", b"weights", kind="classifier-onnx")
+    with pytest.raises(WeightsNotFoundError, match="is kind 'classifier-onnx'"):
+        W.resolve_weights("net", kind="backbone")
+
+
+def test_none_picks_the_manifest_default_of_that_kind(isolated):
+    path = _write_manifest(W.REPO_WEIGHTS_DIR, "net", b"weights", kind="classifier-onnx", default=True)
+    assert W.resolve_weights(None, kind="classifier-onnx") == path.resolve()
+    with pytest.raises(WeightsNotFoundError, match="no backbone weights were named"):
+        W.resolve_weights(None, kind="backbone")
+
+
+def test_corrupt_manifest_file_is_refused(isolated):
+    path = _write_manifest(W.REPO_WEIGHTS_DIR, "net", b"weights")
+    path.write_bytes(b"version https://git-lfs.github.com/spec/v1\noid sha256:abc\n")
+    with pytest.raises(ModelError, match="Git LFS pointer"):
+        W.resolve_weights("net", kind="backbone")
+
+
+def test_manifest_listed_file_can_live_in_the_cache(isolated):
+    path = _write_manifest(W.REPO_WEIGHTS_DIR, "big", b"large checkpoint")
+    cache = isolated / "cache" / "spotdiff"
+    cache.mkdir(parents=True)
+    path.rename(cache / path.name)
+    assert W.resolve_weights("big", kind="backbone") == (cache / "big.pt").resolve()
+
+
+def test_cache_by_name(isolated):
+    cache = isolated / "cache" / "spotdiff"
+    cache.mkdir(parents=True)
+    (cache / "resnet101.safetensors").write_bytes(b"x")
+    assert W.resolve_weights("resnet101", kind="backbone").name == "resnet101.safetensors"
+
+
+def test_error_lists_every_place_on_one_line(isolated):
+    _write_manifest(W.REPO_WEIGHTS_DIR, "resnet101_in1k", b"x")
+    with pytest.raises(WeightsNotFoundError) as info:
+        W.resolve_weights("resnet10l", kind="backbone", allow_download=True)
+    msg = str(info.value)
+    assert "\n" not in msg
+    for place in ("path resnet10l", "$SPOTDIFF_WEIGHTS (not set)", "manifest", "cache",
+                  "no download source is configured", "did you mean 'resnet101_in1k'"):
+        assert place in msg, place
+
+
+def test_download_not_allowed_is_said(isolated):
+    with pytest.raises(WeightsNotFoundError, match=r"download \(not allowed\)"):
+        W.resolve_weights("nothing", kind="backbone")
+
+
+def test_shipped_manifest_resolves_the_onnx_classifier():
+    """The repository's own weights/ folder: the ONNX file is present and its sha256 matches."""
+    entries = {e.name: e for e in W.known_weights()}
+    entry = entries["efficientnet_lite0_imagenet"]
+    assert entry.licence == "Apache-2.0" and entry.present
+    assert W.resolve_weights(None, kind="classifier-onnx") == entry.path
