@@ -81,6 +81,9 @@ def article(phrase: str) -> str:
 
 
 def noun_phrase(noun: str, colour: str = "", size: str = "") -> str:
-    """"large white car", "small object", "person" (no article)."""
-    words = [w for w in (size, colour if noun != "person" else "", noun) if w]
+    """"large white car", "small object", "person" (no article). People get neither size nor
+    colour: "a large grey person" describes clothes and distance, not a person."""
+    if noun == "person":
+        return noun
+    words = [w for w in (size, colour, noun) if w]
     return " ".join(words)
