@@ -192,8 +192,12 @@ class GroundedCaptioner(Captioner):
         # Read a few more clusters than we will report, so a move's second half is not cut off.
         readings = [read_cluster(analysis, c) for c in analysis.clusters[: max(1, 2 * options.max_sentences)]]
         if options.recognise:
-            for reading in readings[: options.max_sentences + 2]:
-                _recognise(analysis, reading)
+            # Recognition is the expensive step (~40 ms a region): only for the regions that can
+            # reach the report, and not for specks too small to show anything recognisable.
+            min_side = max(12, min(height, width) // 40)
+            for reading in readings[: options.max_sentences + 1]:
+                if min(reading.cluster.bbox[2:]) >= min_side:
+                    _recognise(analysis, reading)
 
         items: list[tuple[float, Sentence]] = []
         moved_ids: set[int] = set()

@@ -25,7 +25,7 @@ def print_caption_report(data: dict[str, Any], written: list[str] | None = None)
         console.print(f"  [bold]{s['number']}.[/] [{style}]{s['text']}[/]" if style else f"  [bold]{s['number']}.[/] {s['text']}")
     al = data["alignment"]
     extras = []
-    if al["dx"] or al["dy"]:
+    if abs(al["dx"]) >= 0.5 or abs(al["dy"]) >= 0.5:  # sub-pixel jitter is not news
         extras.append(f"camera shift dx={al['dx']:+.1f} dy={al['dy']:+.1f} px corrected")
     extras.append(f"{data['timings'].get('total', 0) * 1000:.0f} ms")
     console.print(f"[dim]  ({'; '.join(extras)})[/]")
