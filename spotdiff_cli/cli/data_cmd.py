@@ -1,0 +1,139 @@
+"""``spotdiff data synth|stats|prepare|sprites``: build, inspect and preprocess datasets."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+from .state import errors_to_exit
+
+data_app = typer.Typer(help="Datasets: synthetic benchmark, statistics, preprocessing cache.", no_args_is_help=True)
+app.add_typer(data_app, name="data")
+
+
+def _progress(total_label: str):  # -> (Progress, callback)
+    """A Rich progress bar and a ``progress(done, total)`` callback that drives it."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+    from .render import err_console
+
+    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                   TimeRemainingColumn(), console=err_console, transient=True)
+    tasks: dict[str, int] = {}
+
+    def update(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            tasks[stage] = bar.add_task(stage, total=total)
+        bar.update(tasks[stage], completed=done)
+
+    return bar, update
+
+
+@data_app.command("synth")
+@errors_to_exit
+def synth(
+    out: Path = typer.Option(..., "--out", "-o", help="Folder to write the benchmark into (Spot-the-diff layout)."),
+    pairs: int = typer.Option(1000, "--pairs", "-n", help="Number of image pairs."),
+    seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same files."),
+    size: int = typer.Option(224, "--size", help="Image side in pixels (Spot-the-diff: 224)."),
+    distractors: float = typer.Option(0.15, "--distractors", help="Share of 'no change' pairs (lighting, shift or noise only)."),
+    annotators: int = typer.Option(3, "--annotators", help="Independent descriptions per pair."),
+    max_changes: int = typer.Option(4, "--max-changes", help="Most changes in one pair (1-4)."),
+    backgrounds: Optional[Path] = typer.Option(None, "--backgrounds", help="Folder of empty fixed-camera frames to use as scenes."),
+    sprites: Optional[Path] = typer.Option(None, "--sprites", help="Folder of object cut-outs (RGBA PNG; person/car/truck/van in the name)."),
+    overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
+) -> None:
+    """Generate the synthetic change benchmark (images, captions, gold alignments)."""
+    from ..data.synth import synthesize
+    from .render import console
+
+    bar, update = _progress("pairs")
+    with bar:
+        summary = synthesize(out, pairs=pairs, seed=seed, size=size, backgrounds=backgrounds, sprites=sprites,
+                             overwrite=overwrite, progress=lambda d, t: update("generating", d, t),
+                             distractor_rate=distractors, annotators=annotators, max_changes=max_changes)
+    splits = ", ".join(f"{k} {v}" for k, v in summary.splits.items())
+    console.print(f"wrote {summary.pairs} pairs to {summary.out} ({splits}) in {summary.seconds:.1f} s "
+                  f"({summary.pairs_per_second:.0f} pairs/s)")
+
+
+@data_app.command("stats")
+@errors_to_exit
+def stats(
+    dataset: Path = typer.Argument(..., help="Dataset folder (or its annotations/ folder)."),
+    split: Optional[list[str]] = typer.Option(None, "--split", help="Split(s) to count; repeat the flag. [default: all]"),
+    format: str = typer.Option("auto", "--format", help="auto, spot-the-diff, clevr-change, image-editing-request, jsonl."),
+    as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
+    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the table as Markdown to this file."),
+) -> None:
+    """Dataset statistics as in Table 1 of the Spot-the-diff paper."""
+    from rich.table import Table
+
+    from ..data.stats import dataset_stats
+    from .render import console
+
+    result = dataset_stats(dataset, split or None, format)
+    if markdown:
+        markdown.write_text(result.to_markdown())
+    if as_json:
+        typer.echo(json.dumps(result.to_dict(), indent=2))
+        return
+    table = Table(title=f"{dataset} ({', '.join(result.splits)})", title_justify="left")
+    table.add_column("statistic")
+    table.add_column("value", justify="right")
+    for label, value in result.rows():
+        table.add_row(label, value)
+    console.print(table)
+
+
+@data_app.command("prepare")
+@errors_to_exit
+def prepare(
+    dataset: Path = typer.Argument(..., help="Dataset folder with images."),
+    split: Optional[list[str]] = typer.Option(None, "--split", help="Split(s) to prepare; repeat the flag. [default: all]"),
+    backbone: Optional[str] = typer.Option(None, "--backbone", help="Also cache grid features of this backbone (e.g. efficientnet_lite0)."),
+    weights: Optional[str] = typer.Option(None, "--weights", help="Backbone weights file. [default: the bundled ones]"),
+    device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (backbone features)."),
+    batch_size: int = typer.Option(32, "--batch-size", help="Images per backbone batch."),
+    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N pairs of each split."),
+    format: str = typer.Option("auto", "--format", help="Dataset format. [default: auto]"),
+    config: Optional[Path] = typer.Option(None, "--config", help="YAML with an `analysis:` section (the cache key)."),
+) -> None:
+    """Cache cluster masks, boxes and features (and backbone grids) so training does not recompute them."""
+    from ..config import AnalysisConfig, load_yaml, resolve
+    from ..data.cache import prepare_dataset
+    from .render import console
+
+    analysis = AnalysisConfig()
+    if config is not None:
+        analysis = resolve(analysis, None, **load_yaml(config).get("analysis", {}))
+    bar, update = _progress("pairs")
+    with bar:
+        summary = prepare_dataset(dataset, split or None, analysis, backbone, weights, device, batch_size, format, limit, update)
+    for name in summary.invalidated:
+        console.print(f"[yellow]settings changed:[/] rebuilt cache/{name}")
+    console.print(f"analysis cache: {summary.computed} computed, {summary.reused} reused "
+                  f"({', '.join(f'{k} {v}' for k, v in summary.splits.items())}) in {dataset / 'cache'}")
+    for path in summary.feature_files:
+        console.print(f"features: {path}")
+
+
+@data_app.command("sprites")
+@errors_to_exit
+def sprites(
+    video: Path = typer.Argument(..., help="A fixed-camera clip."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for background.png and the cut-outs."),
+    kind: str = typer.Option("person", "--kind", help="What moves in the clip: person, car, truck, van."),
+    every: int = typer.Option(10, "--every", help="Use every N-th frame."),
+    max_sprites: int = typer.Option(200, "--max", help="Stop after this many cut-outs."),
+) -> None:
+    """Cut object sprites and an empty background out of a fixed-camera clip (for --sprites/--backgrounds)."""
+    from ..data.synth import cut_sprites
+    from .render import console
+
+    background, count = cut_sprites(video, out, kind=kind, every=every, max_sprites=max_sprites)
+    console.print(f"wrote {count} {kind} sprite(s) and {background}")

@@ -1,0 +1,493 @@
+"""Evaluation protocols of the IDC literature, over a dataset split and a set of predictions.
+
+* single-sentence (Spot-the-diff Table 4): one hypothesis per pair - the first (most salient)
+  predicted sentence - against *all* reference sentences of the pair (every annotator merged).
+* multi-sentence (Spot-the-diff Table 5): the whole predicted description (sentences joined)
+  against each annotator's whole description, plus LenRatio = mean tokens per prediction / mean
+  tokens per reference description.
+* breakdowns (CLEVR-Change tables; DUDA+Aux Table 2): the same metrics on the pairs of each
+  change type, on all changed pairs and on the distractor ("no change") pairs.
+* perplexity: exp(total negative log-likelihood / total tokens) of the references, for models
+  that expose ``log_likelihood(analysis, sentence) -> (nll, n_tokens)``.
+* alignment precision (Spot-the-diff §5): the share of sentence->region alignments that point at
+  the gold change; a predicted box hits when its IoU with the change's before box, after box or
+  their union is at least 0.3 (a cluster of a moved object covers both places).
+
+``evaluate_predictions`` scores a file and needs only the annotations; ``evaluate_model`` runs a
+captioner over a split first. Both return an ``EvalResult`` that ``write_results`` saves as
+JSON and Markdown next to the resolved settings.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from ..data.readers import Dataset, DatasetPair, load_dataset
+from ..errors import DataError, InputError, UsageError
+from .metrics import DEFAULT_METRICS, MetricResult, python_tokenize, score_captions
+
+PROTOCOLS = ("single", "multi")
+ALIGNMENT_IOU = 0.3
+Predictions = dict[str, list[str]]
+Box = tuple[float, float, float, float]
+
+
+@dataclass
+class ProtocolResult:
+    """Scores of one protocol on one group of pairs."""
+
+    protocol: str
+    group: str  # "all", a change type, "changed" or "distractor"
+    n_pairs: int
+    scores: dict[str, float]
+    tokenizer: str
+    skipped: dict[str, str] = field(default_factory=dict)
+    len_ratio: float | None = None
+
+
+@dataclass
+class EvalResult:
+    """Everything one evaluation produced; ``to_dict`` is the saved JSON."""
+
+    dataset: str
+    format: str
+    split: str
+    n_pairs: int
+    results: list[ProtocolResult]
+    model: str | None = None
+    predictions_file: str | None = None
+    perplexity: float | None = None
+    alignment_precision: float | None = None
+    alignment_count: int = 0
+    notes: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+    predictions: Predictions = field(default_factory=dict)
+    seconds: float = 0.0
+
+    def get(self, protocol: str = "single", group: str = "all") -> ProtocolResult:
+        for result in self.results:
+            if result.protocol == protocol and result.group == group:
+                return result
+        raise KeyError(f"no {protocol}-sentence result for group '{group}'")
+
+    def to_dict(self, include_predictions: bool = False) -> dict[str, Any]:
+        data = asdict(self)
+        if not include_predictions:
+            data.pop("predictions")
+        return data
+
+    def to_markdown(self) -> str:
+        lines = [f"# Evaluation: {self.model or self.predictions_file} on {self.dataset} ({self.split})", ""]
+        metrics = _metric_columns(self.results)
+        for protocol in PROTOCOLS:
+            rows = [r for r in self.results if r.protocol == protocol]
+            if not rows:
+                continue
+            extra = ["LenRatio"] if protocol == "multi" else []
+            lines += [f"## {protocol}-sentence protocol", ""]
+            lines.append("| group | pairs | " + " | ".join(metrics + extra) + " |")
+            lines.append("|---|---:|" + "---:|" * (len(metrics) + len(extra)))
+            for r in rows:
+                cells = [_fmt(r.scores.get(m)) for m in metrics]
+                if extra:
+                    cells.append(_fmt(r.len_ratio))
+                lines.append(f"| {r.group} | {r.n_pairs} | " + " | ".join(cells) + " |")
+            lines.append("")
+        if self.perplexity is not None:
+            lines.append(f"Perplexity: {self.perplexity:.3f}")
+        if self.alignment_precision is not None:
+            lines.append(f"Alignment precision: {self.alignment_precision:.3f} over {self.alignment_count} alignments")
+        skipped = {k: v for r in self.results for k, v in r.skipped.items()}
+        if skipped:
+            lines += ["", "Not computed:"] + [f"- {k}: {v}" for k, v in skipped.items()]
+        if self.notes:
+            lines += ["", "Notes:"] + [f"- {n}" for n in self.notes]
+        return "\n".join(lines) + "\n"
+
+
+def _metric_columns(results: Iterable[ProtocolResult]) -> list[str]:
+    seen: list[str] = []
+    for r in results:
+        for name in r.scores:
+            if name not in seen:
+                seen.append(name)
+    return seen
+
+
+def _fmt(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4f}"
+
+
+# ----------------------------------------------------------------------------------------------
+# predictions files
+
+
+def _texts(value: Any, where: str) -> list[str]:
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, list):
+        out = []
+        for item in value:
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, dict) and isinstance(item.get("text"), str):
+                out.append(item["text"])
+            else:
+                raise InputError(f"{where}: sentences must be strings or {{text: ...}} objects, got {str(item)[:60]}")
+        return out
+    raise InputError(f"{where}: expected a caption string or a list of sentences, got {type(value).__name__}")
+
+
+def _entry_id(entry: dict[str, Any]) -> str | None:
+    for key in ("image_id", "img_id", "id", "pair_id"):
+        if key in entry:
+            return str(entry[key])
+    # A `spotdiff caption` report names its images; Spot-the-diff ids are the before file's stem.
+    before = entry.get("inputs", {}).get("before", {}).get("path") if isinstance(entry.get("inputs"), dict) else None
+    before = before or entry.get("before") or entry.get("before_path")
+    return Path(before).stem if isinstance(before, str) else None
+
+
+def load_predictions(path: str | Path) -> Predictions:
+    """Read predictions as ``{pair id: [sentence, ...]}`` (order kept: first = most salient).
+
+    Accepts a COCO-style list of ``{image_id, caption}`` (several entries with one id are several
+    sentences), a list of ``{image_id|img_id|id, sentences}``, our report JSON (one object with
+    ``sentences`` of ``{text}``, or ``{"reports": [...]}`` / ``{"predictions": [...]}``).
+    """
+    path = Path(path)
+    if not path.is_file():
+        raise InputError(f"{path}: predictions file not found")
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{path}: malformed JSON at line {exc.lineno} ({exc.msg})") from exc
+    if isinstance(data, dict):
+        for key in ("predictions", "reports", "results"):
+            if isinstance(data.get(key), list):
+                data = data[key]
+                break
+        else:
+            if isinstance(data.get("annotations"), list):
+                data = data["annotations"]  # a COCO results/gt-style object
+            else:
+                data = [data]
+    if not isinstance(data, list):
+        raise InputError(f"{path}: expected a list of predictions, got {type(data).__name__}")
+    out: Predictions = {}
+    for index, entry in enumerate(data):
+        where = f"{path}: entry {index}"
+        if not isinstance(entry, dict):
+            raise InputError(f"{where}: expected an object like {{\"image_id\": \"12\", \"caption\": \"...\"}}")
+        pair_id = _entry_id(entry)
+        if pair_id is None:
+            raise InputError(f"{where}: no image_id (or img_id / id); each prediction must name its pair")
+        if "caption" in entry:
+            sentences = _texts(entry["caption"], where)
+        elif "sentences" in entry:
+            sentences = _texts(entry["sentences"], where)
+        else:
+            raise InputError(f"{where}: no 'caption' or 'sentences'")
+        out.setdefault(pair_id, []).extend(sentences)
+    if not out:
+        raise InputError(f"{path}: holds no predictions")
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# protocols
+
+
+def _groups(pairs: list[DatasetPair]) -> dict[str, list[DatasetPair]]:
+    """Per change type, plus "changed" vs "distractor" when the dataset has both."""
+    groups: dict[str, list[DatasetPair]] = {}
+    for pair in pairs:
+        for kind in dict.fromkeys(pair.change_types):
+            if kind != "distractor":
+                groups.setdefault(kind, []).append(pair)
+    distractors = [p for p in pairs if "distractor" in p.change_types]
+    changed = [p for p in pairs if p.change_types and "distractor" not in p.change_types]
+    if distractors and changed:
+        groups["changed"] = changed
+        groups["distractor"] = distractors
+    return groups
+
+
+def single_sentence(
+    pairs: list[DatasetPair], predictions: Predictions, metrics: tuple[str, ...], tokenizer: str, group: str = "all"
+) -> ProtocolResult:
+    """One hypothesis (the first sentence) against all the pair's reference sentences."""
+    refs = {p.id: list(p.sentences) for p in pairs}
+    hyps = {p.id: (predictions[p.id][0] if predictions[p.id] else "") for p in pairs}
+    result = score_captions(refs, hyps, metrics, tokenizer)
+    return ProtocolResult("single", group, len(pairs), result.scores, result.tokenizer, result.skipped)
+
+
+def multi_sentence(
+    pairs: list[DatasetPair], predictions: Predictions, metrics: tuple[str, ...], tokenizer: str, group: str = "all"
+) -> ProtocolResult:
+    """The whole description against each annotator's whole description, plus LenRatio."""
+    refs = {p.id: [d for d in p.descriptions if d] or [""] for p in pairs}
+    hyps = {p.id: " ".join(s.strip() for s in predictions[p.id] if s.strip()) for p in pairs}
+    result = score_captions(refs, hyps, metrics, tokenizer)
+    return ProtocolResult(
+        "multi", group, len(pairs), result.scores, result.tokenizer, result.skipped, len_ratio=len_ratio(refs, hyps)
+    )
+
+
+def len_ratio(references: dict[str, list[str]], hypotheses: dict[str, str]) -> float:
+    """Spot-the-diff Table 5: mean tokens per prediction / mean tokens per reference description
+    (tokens after the Python tokenizer, so LenRatio never needs java)."""
+    hyp = python_tokenize({k: [v] for k, v in hypotheses.items()})
+    ref = python_tokenize(references)
+    hyp_len = [len(v[0].split()) for v in hyp.values()]
+    ref_len = [len(r.split()) for v in ref.values() for r in v]
+    mean_ref = sum(ref_len) / max(1, len(ref_len))
+    return (sum(hyp_len) / max(1, len(hyp_len))) / mean_ref if mean_ref else 0.0
+
+
+def perplexity(nll_and_tokens: Iterable[tuple[float, int]]) -> float:
+    """exp(sum of negative log-likelihoods (nats) / number of tokens)."""
+    total_nll = 0.0
+    total_tokens = 0
+    for nll, n in nll_and_tokens:
+        total_nll += nll
+        total_tokens += n
+    if total_tokens == 0:
+        raise DataError("perplexity over zero tokens: the references are empty")
+    return math.exp(total_nll / total_tokens)
+
+
+def _iou(a: Box, b: Box) -> float:
+    ax, ay, aw, ah = a
+    bx, by, bw, bh = b
+    ix = max(0.0, min(ax + aw, bx + bw) - max(ax, bx))
+    iy = max(0.0, min(ay + ah, by + bh) - max(ay, by))
+    inter = ix * iy
+    union = aw * ah + bw * bh - inter
+    return inter / union if union > 0 else 0.0
+
+
+def _change_boxes(change: dict[str, Any]) -> list[Box]:
+    boxes = [tuple(change[k]) for k in ("bbox_before", "bbox_after") if change.get(k)]
+    if len(boxes) == 2:
+        (x0, y0, w0, h0), (x1, y1, w1, h1) = boxes
+        x, y = min(x0, x1), min(y0, y1)
+        boxes.append((x, y, max(x0 + w0, x1 + w1) - x, max(y0 + h0, y1 + h1) - y))
+    return boxes  # type: ignore[return-value]
+
+
+def alignment_hit(box: Box, change: dict[str, Any], iou: float = ALIGNMENT_IOU) -> bool:
+    """Whether a predicted region is the gold change's region (see module docstring)."""
+    return any(_iou(box, gold) >= iou for gold in _change_boxes(change))
+
+
+def alignment_precision(
+    aligned: dict[str, list[tuple[int | None, Box]]], dataset: Dataset, iou: float = ALIGNMENT_IOU
+) -> tuple[float, int]:
+    """Share of predicted (sentence index, box) alignments that hit the gold change.
+
+    With a sentence index (a gold sentence scored against clusters, the paper's setting) the box
+    must hit *that* sentence's change; with None (a generated sentence) any change of the pair.
+    Returns (precision, number of alignments); pairs without gold are ignored.
+    """
+    pairs = dataset.by_id()
+    hits = total = 0
+    for pair_id, items in aligned.items():
+        pair = pairs.get(pair_id)
+        if pair is None or not pair.gold:
+            continue
+        by_sentence = {c.get("sentence"): c for c in pair.gold}
+        for sentence_index, box in items:
+            total += 1
+            candidates = [by_sentence[sentence_index]] if sentence_index in by_sentence else list(pair.gold)
+            hits += any(alignment_hit(box, c, iou) for c in candidates)
+    return (hits / total if total else 0.0), total
+
+
+# ----------------------------------------------------------------------------------------------
+# entry points
+
+
+def _resolve_split(dataset: Dataset, predictions: Predictions, allow_partial: bool) -> tuple[list[DatasetPair], list[str]]:
+    notes = []
+    extra = [k for k in predictions if k not in dataset.by_id()]
+    pairs = [p for p in dataset.pairs if p.id in predictions]
+    missing = len(dataset.pairs) - len(pairs)
+    if not pairs:
+        example = next(iter(predictions))
+        raise DataError(
+            f"none of the {len(predictions)} predictions is a pair of {dataset.source} (e.g. id '{example}'); "
+            "check --split and --dataset"
+        )
+    if missing and not allow_partial:
+        first = next(p.id for p in dataset.pairs if p.id not in predictions)
+        raise DataError(
+            f"{missing} of {len(dataset.pairs)} pairs of split '{dataset.split}' have no prediction (e.g. id '{first}'); "
+            "predict every pair, or pass --allow-partial to score only the predicted ones"
+        )
+    if missing:
+        notes.append(f"scored {len(pairs)} of {len(dataset.pairs)} pairs (--allow-partial)")
+    if extra:
+        notes.append(f"{len(extra)} prediction(s) for ids not in split '{dataset.split}' were ignored (e.g. '{extra[0]}')")
+    return pairs, notes
+
+
+def score_dataset(
+    dataset: Dataset,
+    predictions: Predictions,
+    protocols: tuple[str, ...] = PROTOCOLS,
+    metrics: tuple[str, ...] | None = None,
+    tokenizer: str = "auto",
+    breakdown: bool = True,
+    allow_partial: bool = False,
+) -> EvalResult:
+    """Score predictions on a loaded split with the chosen protocols (and per-group breakdowns)."""
+    start = time.perf_counter()
+    bad = [p for p in protocols if p not in PROTOCOLS]
+    if bad or not protocols:
+        raise UsageError(f"unknown protocol {', '.join(bad) or '(none)'}; use single, multi or both")
+    metrics = tuple(metrics) if metrics else DEFAULT_METRICS
+    pairs, notes = _resolve_split(dataset, predictions, allow_partial)
+    runners: dict[str, Callable[..., ProtocolResult]] = {"single": single_sentence, "multi": multi_sentence}
+    results = []
+    for protocol in protocols:
+        results.append(runners[protocol](pairs, predictions, metrics, tokenizer))
+        if breakdown:
+            for group, members in _groups(pairs).items():
+                if len(members) >= 2:
+                    results.append(runners[protocol](members, predictions, metrics, tokenizer, group))
+    if any(r.tokenizer == "python" for r in results):
+        notes.append("java not found: Python tokenizer used instead of PTB; scores may differ slightly from published ones")
+    return EvalResult(
+        dataset=str(dataset.root),
+        format=dataset.format,
+        split=dataset.split,
+        n_pairs=len(pairs),
+        results=results,
+        notes=notes,
+        predictions={p.id: predictions[p.id] for p in pairs},
+        seconds=time.perf_counter() - start,
+    )
+
+
+def evaluate_predictions(
+    predictions: str | Path | Predictions,
+    dataset: str | Path,
+    split: str = "test",
+    format: str = "auto",
+    protocols: tuple[str, ...] = PROTOCOLS,
+    metrics: tuple[str, ...] | None = None,
+    tokenizer: str = "auto",
+    breakdown: bool = True,
+    allow_partial: bool = False,
+) -> EvalResult:
+    """Score a predictions file (or ``{id: [sentences]}``) against a split's annotations.
+
+    Needs no images: ``dataset`` may be just the annotations folder of Spot-the-diff.
+    """
+    data = load_dataset(dataset, split, format, require_images=False)
+    preds = predictions if isinstance(predictions, dict) else load_predictions(predictions)
+    result = score_dataset(data, preds, protocols, metrics, tokenizer, breakdown, allow_partial)
+    result.predictions_file = None if isinstance(predictions, dict) else str(predictions)
+    result.settings = {
+        "dataset": str(dataset), "split": split, "format": data.format, "protocols": list(protocols),
+        "metrics": list(metrics or DEFAULT_METRICS), "tokenizer": tokenizer, "breakdown": breakdown,
+        "allow_partial": allow_partial, "predictions": result.predictions_file,
+    }
+    return result
+
+
+def evaluate_model(
+    model: str,
+    dataset: str | Path,
+    split: str = "test",
+    weights: str | None = None,
+    device: str = "auto",
+    format: str = "auto",
+    analysis: Any = None,
+    max_sentences: int = 5,
+    limit: int | None = None,
+    protocols: tuple[str, ...] = PROTOCOLS,
+    metrics: tuple[str, ...] | None = None,
+    tokenizer: str = "auto",
+    breakdown: bool = True,
+    progress: Callable[[int, int], None] | None = None,
+) -> EvalResult:
+    """Run captioner ``model`` over a split's image pairs and score what it says.
+
+    analysis: an ``AnalysisConfig`` (defaults when None). limit: only the first N pairs (a quick
+    look; scores of a subset are not comparable to published ones, and the result says so).
+    Alignment precision is reported when the split has gold alignments (the synthetic benchmark).
+    """
+    from ..analysis import analyse_pair, make_pair
+    from ..captioners.base import DescribeOptions
+    from ..captioners.registry import create_captioner
+    from ..config import AnalysisConfig, to_dict
+    from ..frames.image import load_image
+    from ..types import Frame
+
+    config = analysis or AnalysisConfig()
+    data = load_dataset(dataset, split, format, require_images=True)
+    pairs = list(data.pairs[:limit] if limit else data.pairs)
+    captioner = create_captioner(model, weights=weights, device=device)
+    options = DescribeOptions(max_sentences=max_sentences)
+    likelihood = getattr(captioner, "log_likelihood", None)
+    predictions: Predictions = {}
+    aligned: dict[str, list[tuple[int | None, Box]]] = {}
+    nll: list[tuple[float, int]] = []
+    for index, pair in enumerate(pairs):
+        before = Frame(load_image(pair.before), str(pair.before))  # type: ignore[arg-type]
+        after = Frame(load_image(pair.after), str(pair.after))  # type: ignore[arg-type]
+        result = analyse_pair(make_pair(before, after), config)
+        sentences = captioner.describe(result, options)
+        predictions[pair.id] = [s.text for s in sentences] or [""]
+        boxes = {c.id: c.bbox for c in result.clusters}
+        aligned[pair.id] = [
+            (None, tuple(v * result.scale for v in boxes[s.cluster_ids[0]]))  # type: ignore[misc]
+            for s in sentences
+            if s.cluster_ids and s.cluster_ids[0] in boxes
+        ]
+        if callable(likelihood):
+            nll.extend(likelihood(result, ref) for ref in pair.sentences if ref.strip())
+        if progress:
+            progress(index + 1, len(pairs))
+    subset = Dataset(data.root, data.format, data.split, tuple(pairs), data.source, data.n_annotations)
+    scored = score_dataset(subset, predictions, protocols, metrics, tokenizer, breakdown)
+    scored.model = model
+    if limit and limit < len(data.pairs):
+        scored.notes.append(f"--limit {limit}: scored the first {len(pairs)} of {len(data.pairs)} pairs only")
+    if nll:
+        scored.perplexity = perplexity(nll)
+    if any(p.gold for p in pairs):
+        scored.alignment_precision, scored.alignment_count = alignment_precision(aligned, subset)
+    scored.settings = {
+        "model": model, "weights": weights, "device": device, "dataset": str(dataset), "split": split,
+        "format": data.format, "max_sentences": max_sentences, "limit": limit, "protocols": list(protocols),
+        "metrics": list(metrics or DEFAULT_METRICS), "tokenizer": tokenizer, "analysis": to_dict(config),
+    }
+    return scored
+
+
+def write_results(result: EvalResult, out_dir: str | Path) -> dict[str, Path]:
+    """Save ``results.json``, ``results.md``, ``predictions.json`` (COCO style, one entry per
+    sentence) and ``config.json`` (the resolved settings) in ``out_dir``."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    paths = {
+        "json": out / "results.json",
+        "markdown": out / "results.md",
+        "predictions": out / "predictions.json",
+        "config": out / "config.json",
+    }
+    paths["json"].write_text(json.dumps(result.to_dict(), indent=2) + "\n")
+    paths["markdown"].write_text(result.to_markdown())
+    coco = [{"image_id": k, "caption": s} for k, sents in result.predictions.items() for s in sents]
+    paths["predictions"].write_text(json.dumps(coco, indent=1) + "\n")
+    paths["config"].write_text(json.dumps(result.settings, indent=2) + "\n")
+    return paths
