@@ -1,0 +1,524 @@
+"""Video files as frame sources: FFmpeg (through ffmpeg-python) first, OpenCV as the fallback.
+
+Two backends, chosen with ``backend="auto"|"ffmpeg"|"opencv"``:
+
+- **ffmpeg**: the binary on PATH, else the static one ``imageio-ffmpeg`` ships. Frames come out of
+  a ``rawvideo``/``rgb24`` pipe. Timestamps are the *presentation* times ffmpeg's ``showinfo``
+  filter prints for each frame (``pts_time``), read from stderr in a thread; with ``-copyts`` they
+  stay absolute after a seek, and we subtract the container's start time. There is no ffprobe in
+  imageio-ffmpeg, so metadata is parsed from what ``ffmpeg -i`` prints.
+- **opencv**: ``cv2.VideoCapture`` (its bundled FFmpeg). ``CAP_PROP_POS_MSEC`` after ``grab()`` is
+  the frame's PTS. OpenCV seeks by *frame number* computed from the average fps, which lands
+  seconds off on variable-frame-rate video, so every seek is checked against the PTS it reaches
+  and corrected (:meth:`_OpenCVReader._seek`).
+
+Both never decode what they skip when the gap is large: a sample more than ``seek_threshold``
+frames ahead is reached by a container seek (the codec decodes from the previous keyframe only);
+shorter gaps are walked (``grab()`` without colour conversion, or one ffmpeg ``select`` pass that
+converts only selected frames). The thresholds come from ``benchmarks/decode.py`` on the
+720p H.264 DVR-Scan clip (2 cores); see the constants below.
+"""
+
+from __future__ import annotations
+
+import os
+import queue
+import re
+import shutil
+import subprocess
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Literal
+
+import numpy as np
+
+from ..errors import InputError, UsageError
+from ..types import Frame
+from .sources import TIME_EPS, DecodeStats, FrameSource, SourceInfo, next_target
+
+__all__ = ["VideoSource", "Backend", "find_ffmpeg", "available_backends"]
+
+Backend = Literal["auto", "ffmpeg", "opencv"]
+
+# Seek when the next sample is more than this many frames ahead, else decode forward. Measured
+# with benchmarks/decode.py (--sweep) on the DVR-Scan 720p H.264 clip concatenated 10x, 2 cores:
+#   OpenCV: walking costs ~1.5 ms/frame (grab, no colour conversion); a PTS-checked seek costs
+#     105-150 ms (the codec decodes from the previous keyframe), so seeking wins from ~80 frames
+#     (50f gap: seek 132 vs walk 86 ms/sample; 100f: 117 vs 149).
+#   ffmpeg: a process start + probe + accurate seek costs 150-300 ms/sample; one select pass
+#     ~1.7 ms/frame, so seeking wins from ~100 frames (100f: 205 vs 206; 250f: 303 vs 419).
+# Both depend on the keyframe interval of the file; pass seek_threshold to override.
+OPENCV_SEEK_THRESHOLD = 80
+FFMPEG_SEEK_THRESHOLD = 100
+
+_VIDEO_HINT = "check that it is a video FFmpeg can read (mp4, mkv, avi, mov, gif, ...)"
+
+
+def find_ffmpeg() -> str | None:
+    """Path of an ffmpeg binary: ``$SPOTDIFF_FFMPEG``, PATH, then imageio-ffmpeg's; None if none."""
+    explicit = os.environ.get("SPOTDIFF_FFMPEG")
+    if explicit:
+        return explicit if Path(explicit).is_file() else None
+    on_path = shutil.which("ffmpeg")
+    if on_path:
+        return on_path
+    try:
+        import imageio_ffmpeg
+
+        exe = imageio_ffmpeg.get_ffmpeg_exe()
+    except Exception:  # not installed, or no binary for this platform: OpenCV takes over
+        return None
+    return exe if exe and Path(exe).is_file() else None
+
+
+def available_backends() -> list[str]:
+    """Backends usable on this machine, best first."""
+    names = []
+    if find_ffmpeg() is not None:
+        try:
+            import ffmpeg  # noqa: F401  (ffmpeg-python builds the command lines)
+
+            names.append("ffmpeg")
+        except ImportError:
+            pass
+    names.append("opencv")
+    return names
+
+
+class VideoSource(FrameSource):
+    """Frames of one video file, with presentation timestamps.
+
+    ``backend``: "auto" (ffmpeg if a binary is found, else opencv), "ffmpeg" or "opencv".
+    ``seek_threshold``: frames ahead beyond which a seek replaces sequential decoding (None: the
+    backend's measured default; 0: always seek; a huge value: never seek).
+    Raises InputError if the file is missing or not a readable video.
+    """
+
+    def __init__(self, path: str | os.PathLike, backend: Backend = "auto", seek_threshold: int | None = None) -> None:
+        super().__init__()
+        self.path = Path(path)
+        if not self.path.exists():
+            raise InputError(f"{self.path}: no such file; check the path")
+        if self.path.is_dir():
+            raise InputError(f"{self.path} is a folder; open it as a folder source (or give a video file)")
+        if backend not in ("auto", "ffmpeg", "opencv"):
+            raise UsageError(f"unknown video backend {backend!r}; use auto, ffmpeg or opencv")
+        if backend == "auto":
+            backend = available_backends()[0]  # type: ignore[assignment]
+        if backend == "ffmpeg":
+            exe = find_ffmpeg()
+            if exe is None:
+                raise UsageError("backend 'ffmpeg' needs an ffmpeg binary; install ffmpeg or imageio-ffmpeg, or use --backend opencv")
+            self._reader: _FFmpegReader | _OpenCVReader = _FFmpegReader(self.path, exe, self.stats, seek_threshold)
+        else:
+            self._reader = _OpenCVReader(self.path, self.stats, seek_threshold)
+        self.info = self._reader.info
+
+    def _sample_seconds(self, every: float | None, start: float, end: float | None) -> Iterator[Frame]:
+        return self._reader.sample_seconds(every, start, end)
+
+    def _sample_frames(self, every: int, start: float, end: float | None) -> Iterator[Frame]:
+        return self._reader.sample_frames(every, start, end)
+
+    def close(self) -> None:
+        self._reader.close()
+
+
+# -- OpenCV -----------------------------------------------------------------------------------
+
+
+class _OpenCVReader:
+    """cv2.VideoCapture with PTS-checked seeking and grab()-based skipping."""
+
+    def __init__(self, path: Path, stats: DecodeStats, seek_threshold: int | None) -> None:
+        import cv2
+
+        self.cv2 = cv2
+        self.path = path
+        self.stats = stats
+        self.seek_threshold = OPENCV_SEEK_THRESHOLD if seek_threshold is None else seek_threshold
+        self.cap = cv2.VideoCapture(str(path), cv2.CAP_FFMPEG)
+        if not self.cap.isOpened():
+            raise InputError(f"{path}: cannot open as a video; {_VIDEO_HINT}")
+        width = int(self.cap.get(cv2.CAP_PROP_FRAME_WIDTH))
+        height = int(self.cap.get(cv2.CAP_PROP_FRAME_HEIGHT))
+        fps = float(self.cap.get(cv2.CAP_PROP_FPS)) or None
+        count = int(self.cap.get(cv2.CAP_PROP_FRAME_COUNT))
+        if width <= 0 or height <= 0:
+            raise InputError(f"{path}: no video stream found; {_VIDEO_HINT}")
+        # OpenCV reports the *average* fps (frames / duration), so count / fps is the duration.
+        duration = count / fps if count > 0 and fps else None
+        self.info = SourceInfo(
+            name=path.name, kind="video", width=width, height=height, duration=duration,
+            fps=fps, frame_count=count if count > 0 else None, backend="opencv",
+        )
+        self.fps = fps or 25.0  # only used to convert gaps to frame counts; never for timestamps
+        self.pts: float | None = None  # timestamp of the frame last grabbed (None: none yet)
+        self.index = -1  # index of the frame last grabbed
+        self.can_seek = True
+        self.frame_seek_ok = True  # False once a POS_FRAMES seek proved inexact (VFR)
+
+    def _grab(self) -> bool:
+        if not self.cap.grab():
+            return False
+        self.stats.decoded += 1
+        self.index += 1
+        self.pts = self.cap.get(self.cv2.CAP_PROP_POS_MSEC) / 1000.0
+        return True
+
+    def _frame(self) -> Frame:
+        ok, bgr = self.cap.retrieve()
+        if not ok or bgr is None:
+            raise InputError(f"{self.path}: frame {self.index} could not be decoded; the file may be corrupt")
+        self.stats.converted += 1
+        rgb = self.cv2.cvtColor(bgr, self.cv2.COLOR_BGR2RGB)
+        return Frame(pixels=rgb, source=str(self.path), timestamp=self.pts, index=self.index)
+
+    def _seek(self, target: float) -> bool:
+        """Leave the capture on a grabbed frame with PTS <= target, at most ``seek_threshold``
+        frames early when possible, using seeks; the caller then grabs forward. False at end.
+
+        OpenCV turns a time into a frame number with the *average* fps, so on VFR video it can
+        land seconds away from the target (aim 20 s -> 21.84 s, aim 10 s -> 6.6 s on the
+        DVR-Scan clip). Each landing is checked against the real PTS: a late one moves the aim
+        back by the error plus a growing margin; an early one far from the target moves it
+        forward by most of the error. The best early landing is kept, so at worst we walk from it.
+        """
+        cv2 = self.cv2
+        frame = 1.0 / self.fps
+        window = max(self.seek_threshold, 1) * frame  # landing this far early is cheap to walk
+        aim = target - frame  # aim one frame early: landing before the target is the cheap side
+        margin = 0.5
+        best: tuple[float, float] | None = None  # (landed PTS, aim) of the latest early landing
+        for _ in range(4):
+            if aim <= 0:
+                break
+            if not self._seek_once(aim):
+                if not self.can_seek:
+                    return self._rewind_if_needed(target)
+                aim -= max(1.0, 0.1 * aim)  # past the end (duration estimate too long): go earlier
+                continue
+            assert self.pts is not None
+            if self.pts <= target + TIME_EPS:
+                if best is None or self.pts > best[0]:
+                    best = (self.pts, aim)
+                if target - self.pts <= window:
+                    return True
+                aim += (target - self.pts) * 0.8  # undershoot by a fifth rather than overshoot
+            else:
+                aim -= (self.pts - target) + margin
+                margin *= 2
+        if best is not None:
+            if self.pts != best[0] and not self._seek_once(best[1]):
+                return self._rewind_to_start()
+            return True  # early but correct: the caller walks the rest
+        return self._rewind_to_start()
+
+    def _seek_once(self, aim: float) -> bool:
+        """One container seek to ``aim`` seconds and a grab; False if it could not."""
+        cv2 = self.cv2
+        if not self.cap.set(cv2.CAP_PROP_POS_MSEC, aim * 1000.0):
+            self.can_seek = False  # some GIF/raw streams cannot seek: walking takes over
+            return False
+        self.stats.seeks += 1
+        if not self.cap.grab():
+            return False
+        self.stats.decoded += 1
+        self.pts = self.cap.get(cv2.CAP_PROP_POS_MSEC) / 1000.0
+        # Our own index estimate (OpenCV's POS_FRAMES after a seek is also derived from the PTS):
+        # exact for constant frame rate, approximate for VFR; monotonic either way.
+        self.index = int(round(self.pts * self.fps))
+        return True
+
+    def _rewind_if_needed(self, target: float) -> bool:
+        if self.pts is not None and self.pts <= target + TIME_EPS:
+            return True
+        return self._rewind_to_start()
+
+    def _rewind_to_start(self) -> bool:
+        cv2 = self.cv2
+        self.cap.release()
+        self.cap = cv2.VideoCapture(str(self.path), cv2.CAP_FFMPEG)
+        self.stats.seeks += 1
+        self.index, self.pts = -1, None
+        return self._grab()
+
+    def _advance_to_time(self, target: float) -> bool:
+        """Grab until the current frame's PTS >= target, seeking first if the gap is large."""
+        if self.pts is not None and self.pts >= target - TIME_EPS:
+            return True
+        gap_frames = (target - (self.pts if self.pts is not None else 0.0)) * self.fps
+        behind = self.pts is not None and target < self.pts - TIME_EPS
+        if self.can_seek and (gap_frames > self.seek_threshold or behind):
+            if not self._seek(target):
+                return False
+            if self.pts is not None and self.pts >= target - TIME_EPS:
+                return True
+        while self._grab():
+            if self.pts is not None and self.pts >= target - TIME_EPS:
+                return True
+        return False
+
+    def sample_seconds(self, every: float | None, start: float, end: float | None) -> Iterator[Frame]:
+        if not self._advance_to_time(start):
+            return
+        while True:
+            if end is not None and self.pts is not None and self.pts >= end - TIME_EPS:
+                return
+            yield self._frame()
+            assert self.pts is not None
+            if every is None:
+                ok = self._grab()  # every frame: simply the next one
+            else:
+                ok = self._advance_to_time(next_target(self.pts, start, every))
+            if not ok:
+                return
+
+    def sample_frames(self, every: int, start: float, end: float | None) -> Iterator[Frame]:
+        if not self._advance_to_time(start):
+            return
+        while True:
+            if end is not None and self.pts is not None and self.pts >= end - TIME_EPS:
+                return
+            yield self._frame()
+            wanted = self.index + every
+            prev_pts, prev_index = self.pts, self.index
+            if every > self.seek_threshold and self.can_seek and self.frame_seek_ok:
+                # Frame-accurate seek for large strides. OpenCV maps frame numbers to times with
+                # the average fps, exact only for constant frame rate: check the landing and, if
+                # it is off by more than half a frame, stop frame-seeking and walk instead.
+                if self.cap.set(self.cv2.CAP_PROP_POS_FRAMES, wanted):
+                    self.stats.seeks += 1
+                    self.index = wanted - 1
+                    if not self._grab():
+                        return
+                    if abs(self.pts - (prev_pts + every / self.fps)) <= 0.5 / self.fps:
+                        continue
+                    self.frame_seek_ok = False
+                    if not self._seek(prev_pts) or not self._advance_to_time(prev_pts):
+                        return
+                    self.index = prev_index
+                else:
+                    self.can_seek = False
+            while self.index < wanted:
+                if not self._grab():
+                    return
+
+    def close(self) -> None:
+        self.cap.release()
+
+
+# -- FFmpeg -----------------------------------------------------------------------------------
+
+_DURATION = re.compile(r"Duration:\s*(?:(\d+):(\d+):(\d+(?:\.\d+)?)|N/A)(?:,\s*start:\s*(-?\d+(?:\.\d+)?))?")
+_STREAM = re.compile(r"Stream #\d+:\d+.*?: Video: (?P<codec>\w+).*?, (?P<w>\d{2,5})x(?P<h>\d{2,5})")
+_FPS = re.compile(r"([\d.]+)(k?) fps")
+_TBR = re.compile(r"([\d.]+)(k?) tbr")
+_SHOWINFO = re.compile(r"\[Parsed_showinfo_(\d+) @ [^\]]*\] n:\s*(\d+) pts:\s*(-?\d+|NOPTS) pts_time:(\S+)")
+
+
+def _rate(match: re.Match[str] | None) -> float | None:
+    if not match:
+        return None
+    return float(match[1]) * (1000.0 if match[2] else 1.0)
+
+
+class _FFmpegReader:
+    """ffmpeg subprocesses driven by ffmpeg-python; stateless between samples (each sampling run
+    starts its own process, seeking with ``-ss`` so skipped footage is never decoded)."""
+
+    def __init__(self, path: Path, exe: str, stats: DecodeStats, seek_threshold: int | None) -> None:
+        self.path = path
+        self.exe = exe
+        self.stats = stats
+        self.seek_threshold = FFMPEG_SEEK_THRESHOLD if seek_threshold is None else seek_threshold
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self.info, self.start_time = self._probe()
+        self.fps = self.info.fps or 25.0
+
+    def _probe(self) -> tuple[SourceInfo, float]:
+        # `ffmpeg -i file` with no output prints the container and stream summary and exits 1.
+        proc = subprocess.run(
+            [self.exe, "-hide_banner", "-nostdin", "-i", str(self.path)],
+            capture_output=True, text=True, errors="replace", timeout=60,
+        )
+        text = proc.stderr
+        stream = _STREAM.search(text)
+        if stream is None:
+            last = _last_error_line(text)
+            raise InputError(f"{self.path}: not a readable video ({last}); {_VIDEO_HINT}")
+        line = text[stream.start():].splitlines()[0]
+        fps, tbr = _rate(_FPS.search(line)), _rate(_TBR.search(line))
+        duration, start = None, 0.0
+        dur = _DURATION.search(text)
+        if dur:
+            if dur[1] is not None:
+                duration = int(dur[1]) * 3600 + int(dur[2]) * 60 + float(dur[3])
+            if dur[4] is not None:
+                start = float(dur[4])
+        # ffmpeg prints the average rate as "fps" and the guessed base rate as "tbr": when they
+        # differ the stream is variable-frame-rate (the DVR-Scan VFR clip: 16.72 fps, 25 tbr).
+        vfr = None if fps is None or tbr is None else abs(fps - tbr) > 0.01 * tbr
+        fps = fps or tbr
+        count = int(round(duration * fps)) if duration and fps and vfr is False else None
+        info = SourceInfo(
+            name=self.path.name, kind="video", width=int(stream["w"]), height=int(stream["h"]),
+            duration=duration, fps=fps, frame_count=count, backend="ffmpeg", variable_frame_rate=vfr,
+        )
+        return info, start
+
+    # One sampling run = one process; a seek = a new process with -ss.
+    def _run(self, seek: float | None, select: str | None, limit: float | None, max_frames: int | None) -> Iterator[tuple[np.ndarray, float, int]]:
+        """Yield (rgb, timestamp, n) for frames ffmpeg selects. ``n`` counts decoded frames of this
+        run from 0. ``seek``: -ss position (accurate seek, decodes from the previous keyframe).
+        ``limit``: stop reading input at this timestamp. ``max_frames``: stop after this many."""
+        import ffmpeg
+
+        in_kwargs: dict[str, object] = {"copyts": None}  # keep absolute PTS after -ss
+        if seek is not None and seek > 0:
+            in_kwargs["ss"] = f"{seek:.6f}"
+            self.stats.seeks += 1
+        if limit is not None:
+            in_kwargs["t"] = f"{max(limit - (seek or 0.0), 0.001):.6f}"
+        stream = ffmpeg.input(str(self.path), **in_kwargs).video
+        # showinfo before select sees every decoded frame (the decode count); the one after it
+        # prints the PTS of each frame that reaches the pipe, in pipe order.
+        stream = stream.filter("showinfo")
+        if select is not None:
+            stream = stream.filter("select", select)
+        stream = stream.filter("showinfo")
+        out_kwargs: dict[str, object] = {
+            "format": "rawvideo", "pix_fmt": "rgb24", "fps_mode": "passthrough", "an": None, "sn": None, "dn": None,
+        }
+        if max_frames is not None:
+            out_kwargs["frames:v"] = max_frames
+        args = (
+            stream.output("pipe:", **out_kwargs)
+            .global_args("-hide_banner", "-nostdin", "-nostats")
+            .compile(cmd=self.exe)
+        )
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        self._procs.append(proc)
+        times: queue.Queue[tuple[float | None, int]] = queue.Queue()
+        tail: list[str] = []
+        counter = {"pre": -1}
+
+        def read_stderr() -> None:
+            # The first showinfo instance has the lower parse index; its lines count decoded
+            # frames, the other's give selected frames' timestamps.
+            assert proc.stderr is not None
+            first_idx: int | None = None
+            for raw in proc.stderr:
+                line = raw.decode("utf-8", "replace")
+                m = _SHOWINFO.search(line)
+                if m is None:
+                    if "showinfo" not in line:
+                        tail.append(line.strip())
+                        del tail[:-5]
+                    continue
+                idx = int(m[1])
+                first_idx = idx if first_idx is None else min(first_idx, idx)
+                if idx == first_idx:
+                    counter["pre"] += 1
+                    self.stats.decoded += 1
+                else:
+                    pts = None if m[3] == "NOPTS" else float(m[4])
+                    times.put((pts, counter["pre"]))
+            times.put((None, -1))  # end marker
+
+        reader = threading.Thread(target=read_stderr, daemon=True)
+        reader.start()
+        w, h = self.info.width, self.info.height
+        size = w * h * 3
+        assert proc.stdout is not None
+        produced = 0
+        last_pts: float | None = None
+        try:
+            while True:
+                buf = proc.stdout.read(size)
+                if len(buf) < size:
+                    break
+                pts, n = times.get(timeout=60)
+                if pts is None:
+                    # Frame without a timestamp (rare, broken streams): one average frame later.
+                    pts = (last_pts + 1.0 / self.fps) if last_pts is not None else (seek or 0.0) + self.start_time
+                last_pts = pts
+                produced += 1
+                self.stats.converted += 1
+                yield np.frombuffer(buf, np.uint8).reshape(h, w, 3), pts - self.start_time, n
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            proc.stdout.close()
+            proc.wait()
+            reader.join(timeout=5)
+            if proc in self._procs:
+                self._procs.remove(proc)
+        if produced == 0 and proc.returncode not in (0, None, -9) and seek is None:
+            raise InputError(f"{self.path}: ffmpeg could not decode it ({' '.join(tail[-1:]) or 'no frames'}); {_VIDEO_HINT}")
+
+    def _index(self, seek: float | None, n: int, ts: float) -> int:
+        # Exact when decoding from the start; after a seek ffmpeg's counter restarts, so the index
+        # is estimated from the timestamp (exact for CFR, approximate for VFR).
+        return n if not seek else int(round(ts * self.fps))
+
+    def sample_seconds(self, every: float | None, start: float, end: float | None) -> Iterator[Frame]:
+        src = str(self.path)
+        stride_frames = (every or 0.0) * self.fps
+        if every is not None and stride_frames > self.seek_threshold:
+            # Sparse: one short ffmpeg run per sample, each starting with an input seek.
+            target = start
+            while end is None or target < end - TIME_EPS:
+                got = next(self._run(seek=target, select=None, limit=end, max_frames=1), None)
+                if got is None:
+                    return
+                rgb, ts, n = got
+                if end is not None and ts >= end - TIME_EPS:
+                    return
+                yield Frame(pixels=rgb, source=src, timestamp=ts, index=self._index(target, n, ts))
+                target = next_target(ts, start, every)
+            return
+        # Dense (or every frame): one pass; select converts only the frames we keep. `t` is the
+        # absolute PTS (copyts), so the targets are shifted by the container start time. The
+        # expression keeps the next target in variable 0, initialised to the first target.
+        select = None
+        if every is not None:
+            first = start + self.start_time
+            select = (
+                f"if(eq(n,0),st(0,{first:.6f}));"
+                f"gte(t,ld(0)-{TIME_EPS})*st(0,{first:.6f}+{every:.6f}*(floor((t+{TIME_EPS}-{first:.6f})/{every:.6f})+1))"
+            )
+        seek = start if start > 0 else None
+        for rgb, ts, n in self._run(seek=seek, select=select, limit=end, max_frames=None):
+            if ts < start - TIME_EPS:
+                continue
+            if end is not None and ts >= end - TIME_EPS:
+                return
+            yield Frame(pixels=rgb, source=src, timestamp=ts, index=self._index(seek, n, ts))
+
+    def sample_frames(self, every: int, start: float, end: float | None) -> Iterator[Frame]:
+        src = str(self.path)
+        seek = start if start > 0 else None
+        if every > self.seek_threshold and self.info.variable_frame_rate is False:
+            # Large stride on a constant-rate stream: N frames is exactly N/fps seconds, so
+            # seek per sample like the sparse time case.
+            yield from self.sample_seconds(every / self.fps, start, end)
+            return
+        select = f"not(mod(n,{every}))"
+        for rgb, ts, n in self._run(seek=seek, select=select, limit=end, max_frames=None):
+            if end is not None and ts >= end - TIME_EPS:
+                return
+            yield Frame(pixels=rgb, source=src, timestamp=ts, index=self._index(seek, n, ts))
+
+    def close(self) -> None:
+        for proc in list(self._procs):
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        self._procs.clear()
+
+
+def _last_error_line(text: str) -> str:
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.startswith("  ")]
+    return lines[-1] if lines else "no output"
