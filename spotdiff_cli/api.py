@@ -14,7 +14,7 @@ import numpy as np
 from .analysis import analyse_pair, make_pair
 from .captioners import create_captioner
 from .captioners.base import DescribeOptions
-from .config import AnalysisConfig, CaptionConfig, to_dict
+from .config import AnalysisConfig, CaptionConfig, Settings, to_dict
 from .errors import UsageError
 from .frames import load_image
 from .types import Frame, Report
@@ -35,9 +35,11 @@ def describe_pair(
     after: ImageInput,
     analysis: AnalysisConfig | None = None,
     caption: CaptionConfig | None = None,
+    watch: np.ndarray | None = None,
 ) -> Report:
     """Describe what changed from ``before`` to ``after`` (paths or (H, W, 3) uint8 RGB arrays).
 
+    watch: optional (H, W) bool of the before image's size, True where changes count.
     Returns a ``Report`` with the analysis, the sentences (most salient first) and timings.
     """
     analysis = (analysis or AnalysisConfig()).validate()
@@ -49,7 +51,7 @@ def describe_pair(
     pair = make_pair(_as_frame(before, "before"), _as_frame(after, "after"))
     timings["load"] = time.perf_counter() - t0
 
-    result = analyse_pair(pair, analysis)
+    result = analyse_pair(pair, analysis, watch)
     timings.update(result.timings)
 
     t1 = time.perf_counter()
@@ -70,3 +72,11 @@ def describe_pair(
         notes=pair.notes,
         original=pair,
     )
+
+
+def describe_video(sources: list, settings: Settings | None = None, **callbacks):
+    """Describe videos, folders or file lists as timelines of events (one ``SourceResult`` per
+    source; see ``timeline.pipeline.describe_sources`` for the callbacks and ``resume``)."""
+    from .timeline import describe_sources
+
+    return describe_sources(list(sources), settings or Settings(), **callbacks)

@@ -103,9 +103,60 @@ class CaptionConfig:
 
 
 @dataclass(frozen=True)
+class VideoConfig:
+    """Sampling a sequence and turning compared pairs into events (``spotdiff video``)."""
+
+    # Time between samples: "30s", "1.5m", "00:00:30.5" or a frame count "25f".
+    every: str = "1s"
+    start: str | None = None
+    end: str | None = None
+    # What each sample is compared with: "previous" sample, a fixed "reference" image, or a
+    # "background" (per-pixel median of the last `background_samples` samples), which reports a
+    # car that parks and stays once, when it arrived.
+    compare: str = "previous"
+    reference: str | None = None
+    background_samples: int = 7
+    # Spot-the-diff §2.1's band on pair difference, as the share of a thumbnail's pixels that
+    # changed: below `lower` a pair is "no change" and is not analysed in full (this is what
+    # keeps a night of footage fast); above `upper`, after lighting correction, the view itself
+    # changed (a cut, a knocked camera, lights switched) and is reported as such.
+    lower: float = 0.0005
+    upper: float = 0.5
+    # Detections of the same change (boxes overlapping after growing by this share of the frame
+    # diagonal) in samples no more than `merge_gap` samples apart form one event.
+    merge_distance: float = 0.08
+    merge_gap: int = 1
+    # Regions: "x,y,w,h" boxes to watch (any number) and/or a mask image (white = watch).
+    roi: tuple[str, ...] = ()
+    mask: str | None = None
+    # Video decoder: "auto" (ffmpeg when a binary is found, else OpenCV), "ffmpeg" or "opencv".
+    backend: str = "auto"
+    # Folders: "name" (natural sort) or "time" (EXIF date, else file time).
+    sort: str = "name"
+    jobs: int = 1
+
+    def validate(self) -> "VideoConfig":
+        checks = [
+            (self.compare in ("previous", "reference", "background"), "--compare must be previous, reference or background"),
+            (self.compare != "reference" or self.reference, "--compare reference needs --reference IMAGE"),
+            (self.background_samples >= 2, "--background-samples must be at least 2"),
+            (0 <= self.lower < self.upper <= 1, "--lower and --upper must satisfy 0 <= lower < upper <= 1"),
+            (self.merge_gap >= 0, "--merge-gap must be 0 or more samples"),
+            (self.jobs >= 1, "--jobs must be at least 1"),
+            (self.backend in ("auto", "ffmpeg", "opencv"), "--backend must be auto, ffmpeg or opencv"),
+            (self.sort in ("name", "time"), "--sort must be name or time"),
+        ]
+        for ok, message in checks:
+            if not ok:
+                raise UsageError(message)
+        return self
+
+
+@dataclass(frozen=True)
 class Settings:
     analysis: AnalysisConfig = field(default_factory=AnalysisConfig)
     caption: CaptionConfig = field(default_factory=CaptionConfig)
+    video: VideoConfig = field(default_factory=VideoConfig)
 
 
 def _apply(obj: T, values: dict[str, Any], where: str) -> T:

@@ -167,3 +167,41 @@ class Report:
     notes: tuple[str, ...] = ()
     # The pair at its original size (after only resized to match before), for drawing.
     original: Pair | None = None
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One sentence about one compared pair of a frame sequence.
+
+    time / before_time: timestamps (s) of the after / before frame of the pair.
+    bbox: the change's box in original pixels (None for whole-frame statements).
+    noun: what it is ("person", "car", "object"; "" for whole-frame statements).
+    """
+
+    time: float
+    before_time: float
+    sentence: Sentence
+    bbox: BBox | None
+    noun: str = ""
+
+
+@dataclass(frozen=True)
+class Event:
+    """Consecutive detections of the same change, merged: what an operator reads in a timeline.
+
+    start / end: timestamps (s) of the first and last after-frame where the change was seen.
+    boxes: one box per detection, original pixels. picture: file name of the annotated frame
+    pair written for it (set by the caller's writer), or None.
+    """
+
+    id: int
+    source: str
+    start: float
+    end: float
+    text: str
+    kind: str
+    noun: str
+    boxes: tuple[BBox, ...]
+    frames: tuple[float, float]  # (before, after) timestamps of the pictured pair
+    detections: int = 1
+    picture: str | None = None

@@ -11,6 +11,7 @@ import cv2
 import numpy as np
 
 from ..config import AnalysisConfig
+from ..errors import UsageError
 from ..types import Analysis, Frame, Pair
 from .align import apply_shift, estimate_alignment
 from .cluster import clusters_from_labels, grid_dbscan
@@ -61,9 +62,11 @@ def _drop_relit(before: np.ndarray, after: np.ndarray, clusters: list, config: A
     return [dataclasses.replace(c, id=i) for i, c in enumerate(kept)], dropped
 
 
-def analyse_pair(pair: Pair, config: AnalysisConfig | None = None) -> Analysis:
+def analyse_pair(pair: Pair, config: AnalysisConfig | None = None, watch: np.ndarray | None = None) -> Analysis:
     """Run the whole analysis on a pair of equal-size frames (use ``make_pair`` first).
 
+    watch: optional (H, W) bool at the original size, True where changes count (``--roi`` /
+        ``--mask``); changes elsewhere (trees, clocks, burned-in timestamps) are ignored.
     Returns an ``Analysis`` in working-resolution coordinates (multiply by ``scale`` for the
     original image), clusters sorted by salience.
     """
@@ -77,6 +80,11 @@ def analyse_pair(pair: Pair, config: AnalysisConfig | None = None) -> Analysis:
 
     alignment = estimate_alignment(before, after, config.align, config.max_shift)
     after_aligned, valid = apply_shift(after, alignment)
+    if watch is not None:
+        if watch.shape != pair.before.pixels.shape[:2]:
+            raise UsageError(f"region mask is {watch.shape[1]}x{watch.shape[0]} but the frames are {pair.before.width}x{pair.before.height}")
+        small = cv2.resize(watch.astype(np.uint8), (before.shape[1], before.shape[0]), interpolation=cv2.INTER_NEAREST)
+        valid = valid & (small > 0)
     t2 = time.perf_counter()
     timings["align"] = t2 - t1
 

@@ -44,3 +44,84 @@ def print_models(rows: list[dict[str, Any]]) -> None:
     for row in rows:
         table.add_row(row["name"], row["family"], "yes" if row["trainable"] else "no", row["summary"])
     console.print(table)
+
+
+class _TimelineProgress:
+    """A Rich progress bar per source (position in the video, rate, time left)."""
+
+    def __init__(self, enabled: bool) -> None:
+        from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+        self.enabled = enabled and err_console.is_terminal
+        self.progress = Progress(
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            TextColumn("{task.fields[position]}"),
+            TextColumn("{task.fields[rate]}"),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=False,
+        )
+        self.tasks: dict[str, int] = {}
+        self._started: dict[str, float] = {}
+
+    def __enter__(self) -> "_TimelineProgress":
+        if self.enabled:
+            self.progress.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self.enabled:
+            self.progress.__exit__(*exc)
+
+    def update(self, source: str, position: float, duration: float | None, samples: int) -> None:
+        if not self.enabled:
+            return
+        import time
+        from pathlib import Path
+
+        from ..frames.timecode import format_timecode
+
+        if source not in self.tasks:
+            self.tasks[source] = self.progress.add_task(Path(source).name, total=duration or None, position="", rate="")
+            self._started[source] = time.perf_counter()
+        elapsed = max(1e-6, time.perf_counter() - self._started[source])
+        self.progress.update(
+            self.tasks[source],
+            completed=position if duration else samples,
+            position=format_timecode(position),
+            rate=f"{samples / elapsed:.1f} samples/s",
+        )
+
+
+def timeline_progress(enabled: bool = True) -> _TimelineProgress:
+    return _TimelineProgress(enabled)
+
+
+def print_timeline(data: dict[str, Any], out: str | None) -> None:
+    """One table row per event: source, time span, sentence, picture."""
+    from pathlib import Path
+
+    table = Table(title="what changed", title_justify="left")
+    table.add_column("source")
+    table.add_column("time", no_wrap=True)
+    table.add_column("what changed")
+    table.add_column("picture", style="dim")
+    for s in data["sources"]:
+        name = Path(s["source"]).name
+        if s["error"]:
+            table.add_row(name, "–", f"[red]skipped: {s['error']}[/]", "")
+            continue
+        for e in s["events"]:
+            span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}–{e['end_tc']}"
+            table.add_row(name, span, e["text"], e["picture"] or "")
+        if not s["events"]:
+            table.add_row(name, "–", "[dim]no change[/]", "")
+    console.print(table)
+    totals = [f"{Path(s['source']).name}: {s['samples']} samples, {s['pairs_analysed']} analysed, {s['seconds']:.1f} s" for s in data["sources"] if not s["error"]]
+    if totals:
+        console.print("[dim]" + "; ".join(totals) + "[/]")
+    if out:
+        console.print(f"[dim]wrote {out}/timeline.json, .md, .csv, .html[/]")
+    if not data["complete"]:
+        console.print("[yellow]partial: the run did not finish; rerun with --resume to continue[/]")

@@ -1,0 +1,219 @@
+"""Timeline reports for ``spotdiff video``: the versioned dict, its writers (json, md, csv, html),
+the event pictures, and reading a partial report back for ``--resume``.
+
+The JSON is rewritten atomically while a run goes on, so a Ctrl-C or a crash leaves a valid
+report of everything done so far (``"complete": false``), from which ``--resume`` continues.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import html
+import io
+import json
+import re
+from pathlib import Path
+from typing import Any, Callable
+
+import cv2
+import numpy as np
+
+from .. import __version__
+from ..errors import OutputError
+from ..frames.timecode import format_timecode
+from ..types import Event, Report
+from .atomic import atomic_write_bytes
+from .draw import annotated_image
+
+SCHEMA = "spotdiff.timeline/1"
+FRAMES_DIR = "frames"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name)[:60] or "source"
+
+
+def _needs_millis(event: Event) -> bool:
+    return any(abs(t - round(t)) > 1e-3 for t in (event.start, event.end))
+
+
+def event_dict(event: Event) -> dict[str, Any]:
+    return {
+        "id": event.id,
+        "start": round(event.start, 3),
+        "end": round(event.end, 3),
+        # Milliseconds on both ends when either needs them, so a span reads consistently.
+        "start_tc": format_timecode(event.start, millis=_needs_millis(event)),
+        "end_tc": format_timecode(event.end, millis=_needs_millis(event)),
+        "text": event.text,
+        "kind": event.kind,
+        "noun": event.noun,
+        "detections": event.detections,
+        "boxes": [list(b) for b in event.boxes],
+        "frames": {"before": round(event.frames[0], 3), "after": round(event.frames[1], 3)},
+        "picture": event.picture,
+    }
+
+
+def timeline_to_dict(results: list, settings: dict[str, Any]) -> dict[str, Any]:
+    """results: timeline.pipeline.SourceResult list (finished or partial)."""
+    sources = []
+    for r in results:
+        sources.append(
+            {
+                "source": r.source,
+                "info": r.info,
+                "complete": r.complete,
+                "error": r.error,
+                "processed_until": r.processed_until,
+                "samples": r.samples,
+                "pairs_analysed": r.analysed,
+                "frames_decoded": r.decoded,
+                "seconds": round(r.seconds, 3),
+                "events": [event_dict(e) for e in r.events],
+                # Events still open when this was written (a partial report): shown, and
+                # re-detected by --resume.
+                "open_events": [event_dict(e) for e in getattr(r, "pending", [])],
+            }
+        )
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "spotdiff", "version": __version__},
+        "complete": all(s["complete"] for s in sources) if sources else False,
+        "sources": sources,
+        "settings": settings,
+    }
+
+
+def write_event_picture(out_dir: str | Path, source: str, event: Event, report: Report) -> str:
+    """Write the event's annotated frame pair and a thumbnail (the after half, boxes drawn)
+    under ``out_dir/frames``; return the pair's path relative to ``out_dir``."""
+    out = Path(out_dir) / FRAMES_DIR
+    stem = f"{_slug(source)}-event-{event.id:04d}"
+    picture = annotated_image(report)
+    width = report.analysis.pair.before.pixels.shape[1]
+    after_half = picture[:, picture.shape[1] - width :]
+    thumb = cv2.resize(after_half, (240, max(1, round(after_half.shape[0] * 240 / width))), interpolation=cv2.INTER_AREA)
+    atomic_write_bytes(out / f"{stem}.jpg", _jpeg(picture, 85))
+    atomic_write_bytes(out / f"{stem}-thumb.jpg", _jpeg(thumb, 80))
+    return f"{FRAMES_DIR}/{stem}.jpg"
+
+
+def _jpeg(image: np.ndarray, quality: int) -> bytes:
+    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    if not ok:
+        raise OutputError("could not encode an event picture")
+    return buf.tobytes()
+
+
+def write_json(data: dict[str, Any], out: Path) -> bytes:
+    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+
+
+def write_csv(data: dict[str, Any], out: Path) -> bytes:
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["source", "event", "start", "end", "start_s", "end_s", "kind", "noun", "text", "boxes", "picture"])
+    for s in data["sources"]:
+        for e in s["events"]:
+            boxes = " ".join("x".join(map(str, b)) for b in e["boxes"])
+            writer.writerow([Path(s["source"]).name, e["id"], e["start_tc"], e["end_tc"], e["start"], e["end"], e["kind"], e["noun"], e["text"], boxes, e["picture"] or ""])
+    return buf.getvalue().encode()
+
+
+def write_md(data: dict[str, Any], out: Path) -> bytes:
+    lines = ["# Timeline of changes", ""]
+    if not data["complete"]:
+        lines += ["> **Partial report**: the run stopped before the end; `spotdiff video ... --resume` continues it.", ""]
+    for s in data["sources"]:
+        lines += [f"## {Path(s['source']).name}", ""]
+        if s["error"]:
+            lines += [f"Skipped: {s['error']}", ""]
+            continue
+        lines += ["| time | what | picture |", "|---|---|---|"]
+        for e in s["events"]:
+            span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}–{e['end_tc']}"
+            pic = f"[pair]({e['picture']})" if e["picture"] else ""
+            lines.append(f"| {span} | {e['text']} | {pic} |")
+        if not s["events"]:
+            lines.append("| – | no change | |")
+        lines += ["", f"{s['samples']} samples, {s['pairs_analysed']} pairs analysed in full, {s['seconds']:.1f} s.", ""]
+    return "\n".join(lines).encode()
+
+
+def write_html(data: dict[str, Any], out: Path) -> bytes:
+    """One page: a row per event with an embedded thumbnail; click opens the annotated pair
+    (a file under frames/, so the page stays small for long runs)."""
+    esc = html.escape
+    parts = [
+        "<!doctype html><html lang=en><head><meta charset=utf-8><title>spotdiff timeline</title><style>"
+        "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
+        "table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.4em;text-align:left;vertical-align:top}"
+        "td.t{white-space:nowrap;font-variant-numeric:tabular-nums}img{border:1px solid #ccc}.partial{background:#fff6d5;padding:.5em}"
+        "</style></head><body><h1>Timeline of changes</h1>"
+    ]
+    if not data["complete"]:
+        parts.append("<p class=partial>Partial report: the run stopped before the end; <code>--resume</code> continues it.</p>")
+    for s in data["sources"]:
+        parts.append(f"<h2>{esc(Path(s['source']).name)}</h2>")
+        if s["error"]:
+            parts.append(f"<p>Skipped: {esc(s['error'])}</p>")
+            continue
+        parts.append("<table><tr><th>time</th><th>what changed</th><th>where</th></tr>")
+        for e in s["events"]:
+            span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}&ndash;{e['end_tc']}"
+            cell = ""
+            if e["picture"]:
+                thumb_path = out / e["picture"].replace(".jpg", "-thumb.jpg")
+                if thumb_path.is_file():
+                    b64 = base64.b64encode(thumb_path.read_bytes()).decode()
+                    cell = f'<a href="{esc(e["picture"])}"><img alt="event {e["id"]}" src="data:image/jpeg;base64,{b64}"></a>'
+                else:
+                    cell = f'<a href="{esc(e["picture"])}">frame pair</a>'
+            parts.append(f"<tr><td class=t>{span}</td><td>{esc(e['text'])}</td><td>{cell}</td></tr>")
+        if not s["events"]:
+            parts.append("<tr><td class=t>&ndash;</td><td>no change</td><td></td></tr>")
+        parts.append(f"</table><p><small>{s['samples']} samples, {s['pairs_analysed']} pairs analysed in full, {s['seconds']:.1f} s</small></p>")
+    parts.append(f"<p><small>spotdiff {esc(data['tool']['version'])}</small></p></body></html>\n")
+    return "".join(parts).encode()
+
+
+TIMELINE_WRITERS: dict[str, Callable[[dict[str, Any], Path], bytes]] = {
+    "json": write_json,
+    "md": write_md,
+    "csv": write_csv,
+    "html": write_html,
+}
+
+
+def write_timeline(out_dir: str | Path, data: dict[str, Any], formats: tuple[str, ...] = ("json", "md", "csv", "html")) -> list[Path]:
+    """(Re)write every timeline file atomically."""
+    out = Path(out_dir)
+    written = []
+    for fmt in formats:
+        path = out / f"timeline.{fmt}"
+        atomic_write_bytes(path, TIMELINE_WRITERS[fmt](data, out))
+        written.append(path)
+    return written
+
+
+def check_out_dir(out_dir: str | Path, resume: bool, overwrite: bool) -> dict[str, Any] | None:
+    """Refuse to clobber an earlier run; with ``resume`` return its report (or fail clearly)."""
+    out = Path(out_dir)
+    existing = out / "timeline.json"
+    if out.exists() and not out.is_dir():
+        raise OutputError(f"--out {out} is a file; give a folder path")
+    if resume:
+        if not existing.is_file():
+            raise OutputError(f"--resume: {existing} not found; run without --resume first")
+        try:
+            data = json.loads(existing.read_text())
+        except json.JSONDecodeError as exc:
+            raise OutputError(f"--resume: {existing} is not valid JSON ({exc.msg}); start again with --overwrite") from exc
+        if data.get("schema") != SCHEMA:
+            raise OutputError(f"--resume: {existing} is not a spotdiff timeline ({data.get('schema')!r})")
+        return data
+    if existing.exists() and not overwrite:
+        raise OutputError(f"{existing} already exists; use --resume to continue it, --overwrite to start again, or another --out")
+    return None

@@ -1,0 +1,52 @@
+"""Which part of the frame to watch: ``--roi x,y,w,h`` boxes and ``--mask image.png``."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import cv2
+import numpy as np
+
+from ..errors import UsageError
+
+_ROI = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*$")
+
+
+def parse_roi(text: str) -> tuple[int, int, int, int]:
+    """"631,532,210,127" -> (x, y, w, h); one-line UsageError otherwise."""
+    match = _ROI.match(text)
+    if not match:
+        raise UsageError(f"--roi {text!r} is not x,y,w,h in pixels, e.g. --roi 631,532,210,127")
+    x, y, w, h = (int(v) for v in match.groups())
+    if w == 0 or h == 0:
+        raise UsageError(f"--roi {text!r} has zero width or height")
+    return x, y, w, h
+
+
+def watch_mask(width: int, height: int, rois: tuple[str, ...] = (), mask_path: str | None = None) -> np.ndarray | None:
+    """(H, W) bool, True where changes count; None when the whole frame is watched.
+
+    Boxes are unioned; a mask image (white = watch, black = ignore, resized to the frame) is
+    intersected with them.
+    """
+    watch = None
+    if rois:
+        watch = np.zeros((height, width), dtype=bool)
+        for text in rois:
+            x, y, w, h = parse_roi(text)
+            if x >= width or y >= height:
+                raise UsageError(f"--roi {text} lies outside the {width}x{height} frame")
+            watch[y : y + h, x : x + w] = True
+    if mask_path:
+        from ..frames import load_image
+
+        if not Path(mask_path).is_file():
+            raise UsageError(f"--mask {mask_path}: no such file")
+        grey = cv2.cvtColor(load_image(mask_path), cv2.COLOR_RGB2GRAY)
+        grey = cv2.resize(grey, (width, height), interpolation=cv2.INTER_NEAREST)
+        from_mask = grey > 127
+        if not from_mask.any():
+            raise UsageError(f"--mask {mask_path} is black everywhere: white marks the area to watch")
+        watch = from_mask if watch is None else watch & from_mask
+    return watch
