@@ -80,3 +80,23 @@ def describe_video(sources: list, settings: Settings | None = None, **callbacks)
     from .timeline import describe_sources
 
     return describe_sources(list(sources), settings or Settings(), **callbacks)
+
+
+# Datasets, evaluation (and training, when present) are part of the same API, imported on first
+# use so that `from spotdiff_cli import api` stays as light as the caption path needs.
+_LAZY = {
+    "evaluate_predictions": "spotdiff_cli.evaluate.protocols",
+    "evaluate_model": "spotdiff_cli.evaluate.protocols",
+    "synthesize": "spotdiff_cli.data.synth",
+    "dataset_stats": "spotdiff_cli.data.stats",
+    "prepare_dataset": "spotdiff_cli.data.cache",
+    "load_dataset": "spotdiff_cli.data.readers",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'spotdiff_cli.api' has no attribute {name!r}")
