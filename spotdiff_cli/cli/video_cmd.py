@@ -69,6 +69,18 @@ def video(
                    backend=backend, sort=sort, jobs=jobs),
     )
     settings.video.validate()
+    # Time syntax is the user's mistake, not the source's: fail once, before anything is read
+    # (otherwise every source would be "skipped" with the same message).
+    from ..frames.timecode import parse_every, parse_time
+
+    parse_every(settings.video.every)
+    for what, value in (("--start", settings.video.start), ("--end", settings.video.end)):
+        if value is not None:
+            parse_time(value, what=what)
+    from ..timeline.regions import parse_roi
+
+    for box in settings.video.roi:
+        parse_roi(box)
     settings_dict = to_dict(settings)
 
     done: dict[str, SourceResult] = {}
@@ -102,7 +114,7 @@ def video(
     on_event = functools.partial(_picture, str(out)) if out else None
     try:
         with render.timeline_progress(enabled=not as_json) as progress:
-            api.describe_video(
+            finished = api.describe_video(
                 todo,
                 settings,
                 on_progress=progress.update,
@@ -111,6 +123,8 @@ def video(
                 on_error=lambda source, message: render.print_error(f"{source}: {message} (skipped)"),
                 resume=resume_points,
             )
+        for result in finished:  # --jobs N: the worker processes cannot call on_update
+            on_update(result)
     finally:
         save()  # whatever happened, the report on disk says what was done
     ordered = [results[s] for s in sources if s in results]
@@ -146,7 +160,15 @@ def _restore(previous: dict) -> tuple[dict, dict[str, tuple[float, int]]]:
                               analysed=s.get("pairs_analysed", 0), decoded=s.get("frames_decoded", 0),
                               processed_until=s.get("processed_until"), complete=s.get("complete", False),
                               error=s.get("error"), seconds=s.get("seconds", 0.0))
-        done[s["source"]] = result
         if not result.complete and result.processed_until is not None:
-            points[s["source"]] = (result.processed_until, len(events) + 1)
+            restart = result.processed_until
+            opened = [e["frames"]["before"] for e in s.get("open_events", [])]
+            if opened:
+                # Events still open when the run stopped are re-detected whole: restart at the
+                # sample their first detection was compared with, and drop the events closed
+                # since then (the rerun finds them again, with the same numbers).
+                restart = min(restart, *opened)
+                result.events = [e for e in events if e.start <= restart]
+            points[s["source"]] = (restart, len(result.events) + 1)
+        done[s["source"]] = result
     return done, points

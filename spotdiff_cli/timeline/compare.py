@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 
 from ..analysis import resize_for_analysis
-from ..analysis.diff import compute_change_mask
+from ..analysis.diff import compute_change_mask, rgb_distance
 from ..config import AnalysisConfig, VideoConfig
 
 THUMB_SIZE = 320
@@ -24,10 +24,46 @@ def thumbnail(pixels: np.ndarray) -> np.ndarray:
     return resize_for_analysis(pixels, THUMB_SIZE)[0]
 
 
+def watched_box(watch: np.ndarray) -> tuple[slice, slice]:
+    """The bounding box of the watched pixels, as slices: the first look inspects only that
+    part of the frame, so a small ``--roi`` is looked at in detail rather than as a few pixels
+    of a 320 px thumbnail of the whole frame."""
+    ys, xs = np.nonzero(watch)
+    if len(ys) == 0:
+        return slice(None), slice(None)
+    return slice(int(ys.min()), int(ys.max()) + 1), slice(int(xs.min()), int(xs.max()) + 1)
+
+
+def relative_to_watched(analysis: AnalysisConfig, watch: np.ndarray) -> AnalysisConfig:
+    """Make the analysis' size thresholds shares of the *watched* area rather than of the whole
+    frame. ``min_cluster_fraction`` and DBSCAN's ``min_samples`` are both "this share of the
+    picture"; with ``--roi``/``--mask`` the picture the user asked about is the watched area, so
+    a car entering a 210x127 box of a 1280x720 frame need not cover 0.05 % of the whole frame
+    (a third of the box's top edge) before it counts. eps (how far apart pixels of one object
+    may be) stays in frame pixels: objects are as big as they are."""
+    share = float(watch.mean())
+    if share >= 1.0:
+        return analysis
+    import dataclasses
+
+    return dataclasses.replace(
+        analysis,
+        min_cluster_fraction=analysis.min_cluster_fraction * share,
+        min_samples=max(1, int(round(analysis.min_samples * share))),
+    )
+
+
 def changed_share(before_thumb: np.ndarray, after_thumb: np.ndarray, watch_thumb: np.ndarray | None, analysis: AnalysisConfig) -> float:
     """Share of (watched) thumbnail pixels that changed after lighting correction."""
     valid = np.ones(before_thumb.shape[:2], dtype=bool) if watch_thumb is None else watch_thumb
     if not valid.any():
+        return 0.0
+    # Fast path for the common case, nothing happening (7 ms instead of 45 ms for a 320x180
+    # thumbnail): when no pixel differs by more than `delta` even before lighting correction,
+    # the median-based correction has nothing to do; it only ever explains differences away.
+    raw = rgb_distance(before_thumb, after_thumb, analysis.blur_sigma)
+    raw_share = float(((raw > analysis.delta) & valid).sum()) / max(1, int(valid.sum()))
+    if raw_share == 0.0:
         return 0.0
     mask, _ = compute_change_mask(before_thumb, after_thumb, valid, analysis)
     return mask.changed_fraction

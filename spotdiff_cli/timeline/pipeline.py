@@ -23,7 +23,7 @@ from ..config import Settings
 from ..errors import SpotdiffError
 from ..frames.sources import open_source
 from ..types import BBox, Detection, Event, Frame, Report
-from .compare import Comparator, changed_share, resize_like, thumbnail
+from .compare import Comparator, changed_share, relative_to_watched, resize_like, thumbnail, watched_box
 from .events import EventBuilder
 from .regions import watch_mask
 
@@ -138,48 +138,61 @@ def describe_source(
         frames = source.sample(video.every, start, video.end)
         reports: dict[float, Report] = {}
         watch_work = watch_thumb = None
+        crop = (slice(None), slice(None))  # the watched area's bounding box, work pixels
         last_update = time.perf_counter()
         previous_thumb: np.ndarray | None = None
-        for index, frame in enumerate(_prefetch(frames)):
-            pixels, _ = resize_for_analysis(frame.pixels, analysis.work_size)
-            if watch is not None and watch_work is None:
-                watch_work = resize_like(watch.astype(np.uint8), pixels) > 0
-                watch_thumb = resize_like(watch.astype(np.uint8), thumbnail(pixels)) > 0
-            if reference is not None and comparator.reference is None:
-                comparator.reference = resize_like(reference, pixels)
-            thumb = thumbnail(pixels)
-            base = comparator.baseline()
-            detections: list[Detection] = []
-            timestamp = frame.timestamp or 0.0
-            if base is not None and not (resume_from is not None and index == 0):
-                base_thumb = previous_thumb if video.compare == "previous" and previous_thumb is not None else thumbnail(base)
-                if changed_share(base_thumb, thumb, watch_thumb, analysis) >= video.lower:
-                    report = api.describe_pair(base, pixels, analysis, caption, watch=watch_work)
-                    result.analysed += 1
-                    before_time = result.processed_until if result.processed_until is not None else timestamp
-                    for sentence in report.sentences:
-                        if sentence.kind == "no_change":
-                            continue
-                        box = _sentence_box(report, sentence.cluster_ids, work_pixels_scale)
-                        detections.append(Detection(timestamp, before_time, sentence, box, str(sentence.details.get("noun", ""))))
-                    if detections:
-                        reports[timestamp] = report
-            comparator.push(pixels)
-            previous_thumb = thumb
-            result.samples += 1
-            result.processed_until = timestamp
-            for event in builder.add(index, detections):
-                result.events.append(_with_picture(event, reports, on_event))
-            live = {d.time for o in builder.open for d in o.detections[:1]}
-            for t in [t for t in reports if t not in live]:
-                del reports[t]
-            if on_progress:
-                on_progress(timestamp, info.duration, result.samples)
-            if on_update and time.perf_counter() - last_update > update_every:
+        try:
+            for index, frame in enumerate(_prefetch(frames)):
+                pixels, _ = resize_for_analysis(frame.pixels, analysis.work_size)
+                if watch is not None and watch_work is None:
+                    watch_work = resize_like(watch.astype(np.uint8), pixels) > 0
+                    crop = watched_box(watch_work)
+                    watch_thumb = resize_like(watch_work[crop].astype(np.uint8), thumbnail(pixels[crop])) > 0
+                    analysis = relative_to_watched(analysis, watch_work)
+                if reference is not None and comparator.reference is None:
+                    comparator.reference = resize_like(reference, pixels)
+                thumb = thumbnail(pixels[crop])
+                base = comparator.baseline()
+                detections: list[Detection] = []
+                timestamp = frame.timestamp or 0.0
+                if base is not None and not (resume_from is not None and index == 0):
+                    base_thumb = previous_thumb if video.compare == "previous" and previous_thumb is not None else thumbnail(base[crop])
+                    if changed_share(base_thumb, thumb, watch_thumb, analysis) >= video.lower:
+                        report = api.describe_pair(base, pixels, analysis, caption, watch=watch_work)
+                        result.analysed += 1
+                        before_time = result.processed_until if result.processed_until is not None else timestamp
+                        for sentence in report.sentences:
+                            if sentence.kind == "no_change":
+                                continue
+                            box = _sentence_box(report, sentence.cluster_ids, work_pixels_scale)
+                            detections.append(Detection(timestamp, before_time, sentence, box, str(sentence.details.get("noun", ""))))
+                        if detections:
+                            reports[timestamp] = report
+                comparator.push(pixels)
+                previous_thumb = thumb
+                result.samples += 1
+                result.processed_until = timestamp
+                for event in builder.add(index, detections):
+                    result.events.append(_with_picture(event, reports, on_event))
+                live = {d.time for o in builder.open for d in o.detections[:1]}
+                for t in [t for t in reports if t not in live]:
+                    del reports[t]
+                if on_progress:
+                    on_progress(timestamp, info.duration, result.samples)
+                if on_update and time.perf_counter() - last_update > update_every:
+                    result.pending = builder.pending()
+                    result.decoded = source.stats.decoded
+                    on_update(result)
+                    last_update = time.perf_counter()
+        except BaseException:
+            # Ctrl-C or an error: report the state reached first, so the partial report on
+            # disk covers every finished sample (not only those up to the last periodic
+            # update) and lists the events still open, which --resume re-detects whole.
+            if on_update is not None:
                 result.pending = builder.pending()
                 result.decoded = source.stats.decoded
                 on_update(result)
-                last_update = time.perf_counter()
+            raise
         for event in builder.finish():
             result.events.append(_with_picture(event, reports, on_event))
         result.events.sort(key=lambda e: (e.start, e.id))
