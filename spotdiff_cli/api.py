@@ -13,7 +13,7 @@ import numpy as np
 
 from .analysis import analyse_pair, make_pair
 from .captioners import create_captioner
-from .captioners.base import DescribeOptions
+from .captioners.base import DescribeOptions, Hint
 from .config import AnalysisConfig, CaptionConfig, Settings, to_dict
 from .errors import UsageError
 from .frames import load_image
@@ -36,10 +36,12 @@ def describe_pair(
     analysis: AnalysisConfig | None = None,
     caption: CaptionConfig | None = None,
     watch: np.ndarray | None = None,
+    hints: tuple[Hint, ...] = (),
 ) -> Report:
     """Describe what changed from ``before`` to ``after`` (paths or (H, W, 3) uint8 RGB arrays).
 
     watch: optional (H, W) bool of the before image's size, True where changes count.
+    hints: what earlier pairs of the same sequence recognised where (see captioners.base.Hint).
     Returns a ``Report`` with the analysis, the sentences (most salient first) and timings.
     """
     analysis = (analysis or AnalysisConfig()).validate()
@@ -58,7 +60,7 @@ def describe_pair(
     captioner = create_captioner(caption.model, weights=caption.weights, device=caption.device)
     timings["model"] = time.perf_counter() - t1
     t2 = time.perf_counter()
-    sentences = captioner.describe(result, DescribeOptions(caption.max_sentences, caption.recognise))
+    sentences = captioner.describe(result, DescribeOptions(caption.max_sentences, caption.recognise, tuple(hints)))
     timings["describe"] = time.perf_counter() - t2
     timings["total"] = time.perf_counter() - t0
     return Report(

@@ -43,35 +43,63 @@ def _parabola_offset(left: float, centre: float, right: float) -> float:
     return float(np.clip(0.5 * (left - right) / denom, -0.5, 0.5))
 
 
+def _scores(a: np.ndarray, b: np.ndarray, centre: tuple[int, int], radius: int, margin: int) -> np.ndarray:
+    """Truncated mean squared difference of ``a`` shifted by every (dx, dy) within ``radius`` of
+    ``centre`` against ``b``, on a sub-sampled grid that stays ``margin`` px inside both images.
+    Returns (2r+1, 2r+1) scores indexed [dy, dx]."""
+    h, w = b.shape
+    cx, cy = centre
+    stride = max(1, int(np.sqrt((h - 2 * margin) * (w - 2 * margin) / _SAMPLES_PER_SHIFT)))
+    ref = b[margin : h - margin : stride, margin : w - margin : stride]
+    scores = np.empty((2 * radius + 1, 2 * radius + 1), dtype=np.float64)
+    for iy, dy in enumerate(range(cy - radius, cy + radius + 1)):
+        for ix, dx in enumerate(range(cx - radius, cx + radius + 1)):
+            moved = a[margin + dy : h - margin + dy : stride, margin + dx : w - margin + dx : stride]
+            # Truncated L2: a moving object costs the same at every shift instead of dragging
+            # the minimum towards where it overlaps itself.
+            scores[iy, ix] = float(np.mean(np.minimum((moved - ref) ** 2, _TRUNCATE)))
+    return scores
+
+
 def search_shift(before: np.ndarray, after: np.ndarray, max_shift: int) -> Alignment:
-    """Exhaustive integer search over shifts minimising the mean squared difference.
+    """Exhaustive search over shifts minimising the (truncated) mean squared difference.
 
     before, after: (H, W, 3) uint8 RGB of equal size.
     Returns the shift (dx, dy) with after(x + dx, y + dy) ~ before(x, y).
+
+    Coarse to fine: every shift of the range is tried at half resolution (the paper's
+    exhaustive search, a quarter of the pixels and a quarter of the shifts), then the best is
+    refined over +-1 px at full resolution and to sub-pixel precision with a parabola. The
+    band-pass detail survives halving, so the coarse minimum is the fine one's neighbourhood.
     """
     b = _normalised_grey(before)
     a = _normalised_grey(after)
     h, w = b.shape
     m = int(max_shift)
     if m <= 0 or h <= 2 * m + 8 or w <= 2 * m + 8:
-        return Alignment(0.0, 0.0, float(np.mean((a - b) ** 2)), "search")
-    stride = max(1, int(np.sqrt((h - 2 * m) * (w - 2 * m) / _SAMPLES_PER_SHIFT)))
-    ref = b[m : h - m : stride, m : w - m : stride]
-    scores = np.empty((2 * m + 1, 2 * m + 1), dtype=np.float64)
-    for iy, dy in enumerate(range(-m, m + 1)):
-        for ix, dx in enumerate(range(-m, m + 1)):
-            moved = a[m + dy : h - m + dy : stride, m + dx : w - m + dx : stride]
-            # Truncated L2: a moving object costs the same at every shift instead of dragging
-            # the minimum towards where it overlaps itself.
-            scores[iy, ix] = float(np.mean(np.minimum((moved - ref) ** 2, _TRUNCATE)))
-    iy, ix = np.unravel_index(int(np.argmin(scores)), scores.shape)
-    dy, dx = float(iy - m), float(ix - m)
+        return Alignment(0.0, 0.0, float(np.mean(np.minimum((a - b) ** 2, _TRUNCATE))), "search")
+    centre = (0, 0)
+    if m >= 3 and min(h, w) >= 64:
+        half_m = (m + 1) // 2
+        a2 = cv2.resize(a, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+        b2 = cv2.resize(b, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
+        coarse = _scores(a2, b2, (0, 0), half_m, half_m + 1)
+        iy, ix = np.unravel_index(int(np.argmin(coarse)), coarse.shape)
+        centre = (int(np.clip(2 * (ix - half_m), -m + 1, m - 1)), int(np.clip(2 * (iy - half_m), -m + 1, m - 1)))
+        fine = _scores(a, b, centre, 1, m + 1)
+        radius = 1
+    else:
+        fine = _scores(a, b, (0, 0), m, m + 1)
+        radius = m
+    iy, ix = np.unravel_index(int(np.argmin(fine)), fine.shape)
+    dx, dy = float(centre[0] + ix - radius), float(centre[1] + iy - radius)
     # Sub-pixel refinement, only where the minimum has neighbours on both sides.
-    if 0 < ix < 2 * m:
-        dx += _parabola_offset(scores[iy, ix - 1], scores[iy, ix], scores[iy, ix + 1])
-    if 0 < iy < 2 * m:
-        dy += _parabola_offset(scores[iy - 1, ix], scores[iy, ix], scores[iy + 1, ix])
-    return Alignment(*_snap(dx, dy), float(scores[iy, ix]), "search")
+    last = 2 * radius
+    if 0 < ix < last:
+        dx += _parabola_offset(fine[iy, ix - 1], fine[iy, ix], fine[iy, ix + 1])
+    if 0 < iy < last:
+        dy += _parabola_offset(fine[iy - 1, ix], fine[iy, ix], fine[iy + 1, ix])
+    return Alignment(*_snap(dx, dy), float(fine[iy, ix]), "search")
 
 
 def phase_shift(before: np.ndarray, after: np.ndarray, max_shift: int) -> Alignment:

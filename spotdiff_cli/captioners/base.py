@@ -13,11 +13,25 @@ from ..types import Analysis, Sentence
 
 
 @dataclass(frozen=True)
+class Hint:
+    """What an earlier, overlapping pair already recognised at a place: in a frame sequence the
+    object that appeared at a spot in one pair is the one that is gone from it in the next, so
+    its noun need not be computed twice. bbox is in analysed (working) pixels."""
+
+    bbox: tuple[int, int, int, int]
+    noun: str
+    source: str = ""
+    confidence: float = 0.0
+
+
+@dataclass(frozen=True)
 class DescribeOptions:
-    """Per-call options: how many sentences at most, and whether recognisers may run."""
+    """Per-call options: how many sentences at most, whether recognisers may run, and what
+    earlier pairs of the same sequence recognised (``hints``)."""
 
     max_sentences: int = 5
     recognise: bool = True
+    hints: tuple[Hint, ...] = ()
 
 
 class Captioner:

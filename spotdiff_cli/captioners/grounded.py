@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 
 from ..types import Analysis, Cluster, Sentence
-from .base import Captioner, DescribeOptions
+from .base import Captioner, DescribeOptions, Hint
 from .registry import register_captioner
 from .words import article, colour_name, noun_phrase, region_name, region_phrase, size_word
 
@@ -146,8 +146,24 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
     )
 
 
-def _recognise(analysis: Analysis, reading: Reading) -> None:
-    """Fill in the noun from the recognisers, on the image where the object is present."""
+# A hint counts for a cluster when their boxes overlap this much (intersection over union).
+_HINT_IOU = 0.5
+
+
+def _iou(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
+    ix = max(0, min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0]))
+    iy = max(0, min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    return inter / max(1, a[2] * a[3] + b[2] * b[3] - inter)
+
+
+def _recognise(analysis: Analysis, reading: Reading, hints: tuple[Hint, ...] = ()) -> None:
+    """Fill in the noun from the recognisers, on the image where the object is present - or
+    from an earlier pair's recognition of the same place (``hints``), which costs nothing."""
+    best = max(hints, key=lambda h: _iou(h.bbox, reading.cluster.bbox), default=None)
+    if best is not None and _iou(best.bbox, reading.cluster.bbox) >= _HINT_IOU:
+        reading.noun, reading.recognised_by, reading.recognition_confidence = best.noun, best.source, best.confidence
+        return
     from ..analysis.recognise import recognise
 
     image = analysis.pair.before.pixels if reading.event == "disappeared" else analysis.pair.after.pixels
@@ -197,7 +213,7 @@ class GroundedCaptioner(Captioner):
             min_side = max(12, min(height, width) // 40)
             for reading in readings[: options.max_sentences + 1]:
                 if min(reading.cluster.bbox[2:]) >= min_side:
-                    _recognise(analysis, reading)
+                    _recognise(analysis, reading, options.hints)
 
         items: list[tuple[float, Sentence]] = []
         moved_ids: set[int] = set()
@@ -239,6 +255,7 @@ class GroundedCaptioner(Captioner):
                 "colour_before": r.colour_before,
                 "colour_after": r.colour_after,
                 "where": where,
+                "recognition_confidence": round(r.recognition_confidence, 3),
             }
             items.append((r.cluster.salience, Sentence(text, (r.cluster.id,), confidence, r.event, details)))
 

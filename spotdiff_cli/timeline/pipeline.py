@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from ..analysis import resize_for_analysis
+from ..captioners.base import Hint
 from ..config import Settings
 from ..errors import SpotdiffError
 from ..frames.sources import open_source
@@ -82,6 +83,21 @@ def _prefetch(frames: Iterator[Frame], depth: int = 3) -> Iterator[Frame]:
                 box.get_nowait()
             except queue.Empty:
                 thread.join(0.05)
+
+
+def _hints_from(report: Report) -> tuple[Hint, ...]:
+    """What this pair recognised where, for the next pair (the same frames, shifted by one)."""
+    by_id = {c.id: c.bbox for c in report.analysis.clusters}
+    hints = []
+    for sentence in report.sentences:
+        noun = sentence.details.get("noun")
+        if not noun or not sentence.cluster_ids:
+            continue
+        for cid in sentence.cluster_ids:
+            if cid in by_id:
+                hints.append(Hint(by_id[cid], noun, str(sentence.details.get("recognised_by", "")),
+                                  float(sentence.details.get("recognition_confidence", 0.0))))
+    return tuple(hints)
 
 
 def _sentence_box(report: Report, cluster_ids: tuple[int, ...], scale: float) -> BBox | None:
@@ -155,10 +171,13 @@ def describe_source(
                 base = comparator.baseline()
                 detections: list[Detection] = []
                 timestamp = frame.timestamp or 0.0
+                if base is None or video.compare != "previous":
+                    hints = ()  # hints only carry over between consecutive pairs of one sequence
                 if base is not None and not (resume_from is not None and index == 0):
                     base_thumb = previous_thumb if video.compare == "previous" and previous_thumb is not None else thumbnail(base[crop])
                     if changed_share(base_thumb, thumb, watch_thumb, analysis) >= video.lower:
-                        report = api.describe_pair(base, pixels, analysis, caption, watch=watch_work)
+                        report = api.describe_pair(base, pixels, analysis, caption, watch=watch_work, hints=hints)
+                        hints = _hints_from(report)
                         result.analysed += 1
                         before_time = result.processed_until if result.processed_until is not None else timestamp
                         for sentence in report.sentences:
@@ -168,6 +187,8 @@ def describe_source(
                             detections.append(Detection(timestamp, before_time, sentence, box, str(sentence.details.get("noun", ""))))
                         if detections:
                             reports[timestamp] = report
+                    else:
+                        hints = ()  # the next pair's before frame is not this pair's after frame
                 comparator.push(pixels)
                 previous_thumb = thumb
                 result.samples += 1
