@@ -43,3 +43,89 @@ def test_changed_settings_invalidate_the_cache(bench: Path) -> None:
 def test_missing_entry_says_how_to_build_it(bench: Path) -> None:
     with pytest.raises(DataError, match="spotdiff data prepare"):
         load_analysis(bench, "test", "9")
+
+
+# ----------------------------------------------------------------------------------------------
+# backbone feature cache
+
+
+@pytest.fixture()
+def counted_backbone(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """Wrap create_backbone so the test can count network builds and forward passes.
+    Random weights (pretrained=False): what is cached matters here, not what the grids mean."""
+    from spotdiff_cli.captioners import backbones
+
+    real = backbones.create_backbone
+    counts = {"builds": 0, "forwards": 0}
+
+    def create(name: str = "efficientnet_lite0", weights: object = None, pretrained: bool = True):  # type: ignore[no-untyped-def]
+        model, info = real(name, pretrained=False)
+        counts["builds"] += 1
+        model.register_forward_pre_hook(lambda *_: counts.__setitem__("forwards", counts["forwards"] + 1))
+        return model, info
+
+    monkeypatch.setattr(backbones, "create_backbone", create)
+    return counts
+
+
+def test_backbone_features_are_cached_and_reused(bench: Path, counted_backbone: dict[str, int]) -> None:
+    from spotdiff_cli.data.cache import load_features
+
+    config = AnalysisConfig(work_size=224)
+    first = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0", batch_size=2)
+    assert counted_backbone["forwards"] == 2 and first.features_computed == 2 and first.features_reused == 0
+    grids = load_features(bench, "val")
+    assert grids["before"].shape == (2, 1280, 7, 7) and grids["before"].dtype == np.float16
+    assert grids["ids"].tolist() == ["6", "7"]
+
+    counted_backbone.update(builds=0, forwards=0)
+    again = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0", batch_size=2)
+    # Nothing changed: the network is not even built, and the files are the same.
+    assert counted_backbone == {"builds": 0, "forwards": 0}
+    assert again.features_computed == 0 and again.features_reused == 2 and not again.invalidated
+    assert np.array_equal(load_features(bench, "val")["after"], grids["after"])
+
+
+def test_changed_feature_settings_invalidate_the_grids(bench: Path, counted_backbone: dict[str, int]) -> None:
+    from spotdiff_cli.data.cache import load_features
+
+    config = AnalysisConfig(work_size=224)
+    prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0")
+    # A changed preprocessing setting invalidates the grids and says so.
+    resized = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0", input_size=160)
+    assert resized.invalidated == ["features-efficientnet_lite0"] and resized.features_computed == 2
+    assert load_features(bench, "val")["before"].shape == (2, 1280, 5, 5)
+
+
+def test_changed_image_recomputes_only_its_pair(bench: Path, counted_backbone: dict[str, int]) -> None:
+    import os
+
+    from spotdiff_cli.data.cache import load_features
+
+    config = AnalysisConfig(work_size=224)
+    prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0")
+    before = load_features(bench, "val")
+    image = bench / "images" / "7_2.png"
+    image.write_bytes(image.read_bytes())  # same pixels, new mtime: the rule is size + mtime
+    os.utime(image, ns=(image.stat().st_atime_ns, image.stat().st_mtime_ns + 10**9))
+    counted_backbone.update(builds=0, forwards=0)
+    again = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0")
+    assert again.features_computed == 1 and again.features_reused == 1 and again.computed == 1
+    assert any("features val: 1 pair(s) recomputed because their images changed" in n for n in again.notes)
+    assert any(n.startswith("analysis val: 1 pair") for n in again.notes)
+    assert counted_backbone["forwards"] == 1
+    after = load_features(bench, "val")
+    assert after["ids"].tolist() == ["6", "7"] and np.array_equal(after["before"][0], before["before"][0])
+
+
+def test_limit_run_keeps_the_grids_of_other_pairs(bench: Path, counted_backbone: dict[str, int]) -> None:
+    from spotdiff_cli.data.cache import load_features
+
+    config = AnalysisConfig(work_size=224)
+    prepare_dataset(bench, ["train"], config, backbone="efficientnet_lite0", limit=2)
+    assert load_features(bench, "train")["ids"].tolist() == ["0", "1"]
+    full = prepare_dataset(bench, ["train"], config, backbone="efficientnet_lite0")
+    assert full.features_computed == 4 and full.features_reused == 2
+    quick = prepare_dataset(bench, ["train"], config, backbone="efficientnet_lite0", limit=2)
+    assert quick.features_computed == 0
+    assert load_features(bench, "train")["ids"].tolist() == [str(i) for i in range(6)]

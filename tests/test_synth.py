@@ -135,3 +135,55 @@ def test_real_backgrounds_and_sprites(tmp_path: Path) -> None:
     assert summary.pairs == 8
     gold = json.loads((tmp_path / "out" / "annotations" / "train_gold.json").read_text())
     assert {g["ground"] for g in gold} == {"real"}
+
+
+def _excerpt(tmp_path: Path) -> Path:
+    """A 22-frame, half-size excerpt of the CC BY indoor clip: an empty room, a man standing at the
+    table (a still person: the case the per-pixel median got wrong), the empty room again."""
+    from conftest import media
+
+    source = media("intel_one-by-one-person-detection.mp4")
+    cap = cv2.VideoCapture(str(source))
+    path = tmp_path / "room.avi"
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (384, 216))
+    for index in [*range(0, 60, 10), *range(770, 870, 10), *range(880, 940, 10)]:
+        cap.set(cv2.CAP_PROP_POS_FRAMES, index)
+        ok, frame = cap.read()
+        assert ok
+        writer.write(cv2.resize(frame, (384, 216), interpolation=cv2.INTER_AREA))
+    writer.release()
+    cap.release()
+    return path
+
+
+def test_cut_sprites_from_a_real_clip_and_composite_them(tmp_path: Path) -> None:
+    from spotdiff_cli.data.synth import cut_sprites, load_sprites
+
+    clip = _excerpt(tmp_path)
+    background, count = cut_sprites(clip, tmp_path / "cut", kind="person", every=1)
+    # The background is a real empty frame (the first one), not a blend with the man in it.
+    first = cv2.VideoCapture(str(clip)).read()[1]
+    assert background == tmp_path / "cut" / "backgrounds" / "room.png"
+    assert np.abs(cv2.imread(str(background)).astype(int) - first).mean() < 4
+    # He stands still for frames 6-13, then turns and walks off: one sprite for the standing
+    # stretch (not eight copies), whole and upright (not a head and a torso), plus his exit poses.
+    meta = json.loads((tmp_path / "cut" / "sprites.json").read_text())
+    frames = [r["frame"] for r in meta["sprites"].values()]
+    assert 1 <= count <= 4 and sum(6 <= f <= 13 for f in frames) == 1
+    for name in meta["sprites"]:
+        sprite = cv2.imread(str(tmp_path / "cut" / name), cv2.IMREAD_UNCHANGED)
+        h, w = sprite.shape[:2]
+        assert sprite.shape[2] == 4 and h > 1.2 * w and h > 0.6 * 216
+    h = cv2.imread(str(tmp_path / "cut" / "person_0000.png"), cv2.IMREAD_UNCHANGED).shape[0]
+    assert meta["camera"] == "room" and meta["sprites"]["person_0000.png"]["bbox"][3] == h
+    assert load_sprites(tmp_path / "cut")[0].camera == "room"
+
+    # Composites: the sprite goes into its own scene at its real scale, feet on the floor.
+    synthesize(tmp_path / "bench", pairs=6, seed=0, sprites=tmp_path / "cut", backgrounds=background.parent,
+               distractor_rate=0.0, train=1.0, val=0.0)
+    gold = json.loads((tmp_path / "bench" / "annotations" / "train_gold.json").read_text())
+    boxes = [c["bbox_after"] or c["bbox_before"] for g in gold for c in g["changes"]]
+    assert boxes, "no change could be placed"
+    for x, y, bw, bh in boxes:
+        assert bh > 0.4 * 224  # a person in that room is most of the frame tall, not a 20 px figure
+        assert y + bh > 0.6 * 224  # standing on the floor, not on the wall

@@ -102,8 +102,12 @@ def prepare(
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N pairs of each split."),
     format: str = typer.Option("auto", "--format", help="Dataset format. [default: auto]"),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML with an `analysis:` section (the cache key)."),
+    input_size: Optional[int] = typer.Option(None, "--input-size", help="Resize images to this square side for the backbone. [default: the backbone's, 224]"),
 ) -> None:
-    """Cache cluster masks, boxes and features (and backbone grids) so training does not recompute them."""
+    """Cache cluster masks, boxes and features (and backbone grids) so training does not recompute them.
+
+    Run it again after adding pairs or changing images or settings: valid entries are reused,
+    only what changed is recomputed."""
     from ..config import AnalysisConfig, load_yaml, resolve
     from ..data.cache import prepare_dataset
     from .render import console
@@ -113,11 +117,17 @@ def prepare(
         analysis = resolve(analysis, None, **load_yaml(config).get("analysis", {}))
     bar, update = _progress("pairs")
     with bar:
-        summary = prepare_dataset(dataset, split or None, analysis, backbone, weights, device, batch_size, format, limit, update)
+        summary = prepare_dataset(dataset, split or None, analysis, backbone, weights, device, batch_size, format, limit,
+                                  update, input_size=input_size)
     for name in summary.invalidated:
         console.print(f"[yellow]settings changed:[/] rebuilt cache/{name}")
+    for note in summary.notes:
+        console.print(f"[yellow]images changed:[/] {note}")
     console.print(f"analysis cache: {summary.computed} computed, {summary.reused} reused "
                   f"({', '.join(f'{k} {v}' for k, v in summary.splits.items())}) in {dataset / 'cache'}")
+    if backbone:
+        console.print(f"{backbone} features: {summary.features_computed} pair(s) computed, "
+                      f"{summary.features_reused} reused")
     for path in summary.feature_files:
         console.print(f"features: {path}")
 
@@ -126,14 +136,17 @@ def prepare(
 @errors_to_exit
 def sprites(
     video: Path = typer.Argument(..., help="A fixed-camera clip."),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder for background.png and the cut-outs."),
+    out: Path = typer.Option(..., "--out", "-o", help="Folder for the cut-outs and sprites.json (one folder per clip)."),
     kind: str = typer.Option("person", "--kind", help="What moves in the clip: person, car, truck, van."),
     every: int = typer.Option(10, "--every", help="Use every N-th frame."),
     max_sprites: int = typer.Option(200, "--max", help="Stop after this many cut-outs."),
+    backgrounds_out: Optional[Path] = typer.Option(None, "--backgrounds-out", help="Folder for the empty frame <clip>.png; share it between clips. [default: OUT/backgrounds]"),
+    threshold: float = typer.Option(40.0, "--threshold", help="RGB distance to the empty frame that counts as object."),
 ) -> None:
-    """Cut object sprites and an empty background out of a fixed-camera clip (for --sprites/--backgrounds)."""
+    """Cut object sprites and an empty background out of a fixed-camera clip (for synth --sprites/--backgrounds)."""
     from ..data.synth import cut_sprites
     from .render import console
 
-    background, count = cut_sprites(video, out, kind=kind, every=every, max_sprites=max_sprites)
+    background, count = cut_sprites(video, out, kind=kind, every=every, max_sprites=max_sprites,
+                                    threshold=threshold, backgrounds_out=backgrounds_out)
     console.print(f"wrote {count} {kind} sprite(s) and {background}")

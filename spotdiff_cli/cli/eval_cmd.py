@@ -78,6 +78,9 @@ def evaluate(
         console.print(table)
     if result.perplexity is not None:
         console.print(f"perplexity: {result.perplexity:.3f}")
+    elif result.perplexity_note:
+        # Say n/a rather than print nothing: a missing line reads like a forgotten metric.
+        console.print(f"perplexity: n/a ({result.perplexity_note})")
     if result.alignment_precision is not None:
         console.print(f"alignment precision: {result.alignment_precision:.3f} ({result.alignment_count} alignments)")
     skipped = {k: v for r in result.results for k, v in r.skipped.items()}

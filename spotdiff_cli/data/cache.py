@@ -8,19 +8,35 @@
                                     features (K, 4) float32 = g(z) of Spot-the-diff §3.1 (bbox
                                     length, width, area, active pixels); salience (K,);
                                     n_active (K,); alignment (dx, dy); scale; lighting_changed
-    features-<backbone>/settings.json   backbone name, weights file, input size, mean/std
+    analysis/<split>.manifest.json  per pair: size and mtime of both images the entry was made from
+    features-<backbone>/settings.json   what the grids depend on: backbone, weights file (path,
+                                    size, mtime), input size, resize rule, timm version
     features-<backbone>/<split>.npz     before, after: (N, C, h, w) float16 grids; ids (N,)
+    features-<backbone>/<split>.manifest.json   settings hash, preprocessing actually used
+                                    (mean/std/input size), per pair the images' size and mtime
 
 Masks are stored at the analysis' working resolution (``scale`` maps back to image pixels).
-A cache whose ``settings.json`` differs from the current settings is stale: it is deleted and
-rebuilt (that is the invalidation rule; nothing else is compared). Within a valid cache only
-missing entries are computed, so an interrupted ``prepare`` resumes where it stopped.
-torch/timm are imported only when backbone features are asked for.
+
+Invalidation, in two levels:
+
+* settings: a cache part whose ``settings.json`` differs from the current settings is stale: it
+  is deleted and rebuilt (reported in ``PrepareSummary.invalidated``). The feature settings are
+  known *before* the backbone is built (weights file stat, names, sizes), so a run with nothing to
+  do never loads the network or runs a forward pass.
+* images: each entry remembers the size and modification time (ns) of the two images it was made
+  from; an entry whose image changed is recomputed (``PrepareSummary.notes`` says how many).
+  Size + mtime rather than a content hash: hashing 20,000 PNGs costs more than the check saves.
+
+Within a valid cache only missing or changed entries are computed, so an interrupted ``prepare``
+resumes where it stopped, and ``--limit`` runs never throw away grids of other pairs.
+torch/timm are imported only when backbone features have to be computed.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,6 +59,9 @@ class PrepareSummary:
     reused: int  # analysis entries found valid
     invalidated: list[str] = field(default_factory=list)  # cache parts deleted as stale
     feature_files: list[Path] = field(default_factory=list)
+    features_computed: int = 0  # pairs whose backbone grids were computed now
+    features_reused: int = 0  # pairs whose cached grids were still valid
+    notes: list[str] = field(default_factory=list)  # what was recomputed and why (images changed, ...)
 
 
 def _settings_match(folder: Path, settings: dict[str, Any]) -> bool:
@@ -62,6 +81,35 @@ def _fresh(folder: Path, settings: dict[str, Any], invalidated: list[str]) -> No
         invalidated.append(folder.name)
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "settings.json").write_text(json.dumps(settings, indent=2, sort_keys=True) + "\n")
+
+
+Fingerprint = list[list[Any]]  # [[relative path, size, mtime_ns], [...]] for before, after
+
+
+def _fingerprint(pair: DatasetPair, root: Path) -> Fingerprint:
+    """What must not change for a cached entry of ``pair`` to stay valid (see module docstring)."""
+    out: Fingerprint = []
+    for path in (pair.before, pair.after):
+        stat = os.stat(path)  # type: ignore[arg-type]
+        try:
+            name = str(Path(path).resolve().relative_to(root.resolve()))  # type: ignore[arg-type]
+        except ValueError:  # images outside the dataset folder (jsonl with absolute paths)
+            name = str(path)
+        out.append([name, stat.st_size, stat.st_mtime_ns])
+    return out
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, json.JSONDecodeError):
+        return None
+
+
+def _write_json(path: Path, data: Any) -> None:
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(data))
+    tmp.replace(path)
 
 
 def _load_frames(pair: DatasetPair) -> tuple[Any, Any]:
@@ -119,39 +167,157 @@ def load_features(root: str | Path, split: str, backbone: str = "efficientnet_li
         return {k: data[k] for k in data.files}
 
 
-def _backbone_features(
-    pairs: list[DatasetPair], backbone: str, weights: str | None, device: str, batch_size: int,
+def _feature_settings(backbone: str, weights: str | None, input_size: int | None) -> dict[str, Any]:
+    """Everything the grids depend on, computed without building the network (cheap), so an
+    up-to-date cache is recognised without a forward pass."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    from ..captioners.backbones import lite0_package_weights
+    from ..weights import resolve_weights
+
+    if weights is None and backbone == "efficientnet_lite0":
+        path = lite0_package_weights()
+    else:
+        path = resolve_weights(str(weights) if weights is not None else backbone, kind="backbone")
+    stat = Path(path).stat()
+    try:
+        timm_version = version("timm")  # its pretrained configs give mean/std/input size
+    except PackageNotFoundError:  # pragma: no cover - timm is a dependency
+        timm_version = None
+    return {
+        "backbone": backbone, "weights": str(path), "weights_size": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns,
+        "input_size": input_size, "resize": "cv2.INTER_AREA, RGB/255, (x - mean) / std", "timm": timm_version,
+        "dtype": "float16", "version": CACHE_VERSION,
+    }
+
+
+def _settings_hash(settings: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[:16]
+
+
+class _Extractor:
+    """The backbone, built on first use only: a run that finds everything cached never pays for
+    torch/timm imports, the weights load or a forward pass."""
+
+    def __init__(self, folder: Path, backbone: str, weights: str | None, device: str, batch_size: int,
+                 input_size: int | None, settings: dict[str, Any]) -> None:
+        self.folder, self.backbone, self.weights, self.device = folder, backbone, weights, device
+        self.batch_size, self.input_size = batch_size, input_size
+        self.settings_hash = _settings_hash(settings)
+        self._model: Any = None
+        self.preprocess: dict[str, Any] = {}
+
+    def _build(self) -> None:
+        import torch
+
+        from ..captioners.backbones import create_backbone
+        from ..device import resolve_device
+
+        model, info = create_backbone(self.backbone, weights=self.weights)
+        self.dev = resolve_device(self.device)
+        self._model = model.to(self.dev)
+        self.mean = torch.tensor(info.mean, device=self.dev).view(1, 3, 1, 1)
+        self.std = torch.tensor(info.std, device=self.dev).view(1, 3, 1, 1)
+        self.size = (self.input_size, self.input_size) if self.input_size else info.input_size
+        self.preprocess = {"input_size": list(self.size), "mean": list(info.mean), "std": list(info.std),
+                           "weights": info.weights}
+
+    def __call__(self, pairs: list[DatasetPair], stage: str,
+                 progress: Callable[[str, int, int], None] | None) -> tuple[np.ndarray, np.ndarray]:
+        """(before, after) grids of ``pairs``, (N, C, h, w) float16 each."""
+        import cv2
+        import torch
+
+        from ..frames.image import load_image
+
+        if self._model is None:
+            self._build()
+        height, width = self.size
+        paths = [p for pair in pairs for p in (pair.before, pair.after)]
+        grids = []
+        with torch.inference_mode():
+            for start in range(0, len(paths), self.batch_size):
+                batch = np.stack([
+                    cv2.resize(load_image(p), (width, height), interpolation=cv2.INTER_AREA)  # type: ignore[arg-type]
+                    for p in paths[start : start + self.batch_size]
+                ])
+                x = torch.from_numpy(batch).to(self.dev).permute(0, 3, 1, 2).float().div(255)
+                grids.append(self._model((x - self.mean) / self.std).to("cpu", torch.float16).numpy())
+                if progress:
+                    progress(stage, min(start + self.batch_size, len(paths)), len(paths))
+        grid = np.concatenate(grids)
+        return grid[0::2], grid[1::2]
+
+    def release(self) -> None:
+        self._model = None
+
+
+def _load_cached_split(folder: Path, split: str, settings_hash: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+    """(manifest, arrays) of a split's cached grids, or empty ones when absent, made with other
+    settings, or inconsistent (an interrupted write between the npz and its manifest)."""
+    manifest = _read_json(folder / f"{split}.manifest.json")
+    path = folder / f"{split}.npz"
+    if not isinstance(manifest, dict) or manifest.get("settings_hash") != settings_hash or not path.is_file():
+        return {}, {}
+    try:
+        with np.load(path) as data:
+            arrays = {k: data[k] for k in data.files}
+    except (OSError, ValueError):
+        return {}, {}
+    if [str(i) for i in arrays.get("ids", [])] != list(manifest.get("pairs", {})):
+        return {}, {}
+    return manifest, arrays
+
+
+def _update_features(
+    extractor: _Extractor, split: str, all_pairs: list[DatasetPair], wanted: list[DatasetPair], root: Path,
     progress: Callable[[str, int, int], None] | None,
-) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-    import cv2
-    import torch
+) -> tuple[Path, int, int, list[str]]:
+    """Bring ``<split>.npz`` up to date for ``wanted``; returns (file, computed, reused, notes).
 
-    from ..captioners.backbones import create_backbone
-    from ..device import resolve_device
-    from ..frames.image import load_image
+    Cached grids of other pairs of the split (an earlier run without --limit) are kept while
+    their images are unchanged; the file is rewritten only when something was computed."""
+    folder = extractor.folder
+    path = folder / f"{split}.npz"
+    manifest, arrays = _load_cached_split(folder, split, extractor.settings_hash)
+    cached: dict[str, Fingerprint] = manifest.get("pairs", {})
+    row = {pair_id: i for i, pair_id in enumerate(cached)}
+    wanted_ids = {p.id for p in wanted}
+    fingerprints = {p.id: _fingerprint(p, root) for p in all_pairs if p.id in wanted_ids or p.id in cached}
+    valid = {i for i, fp in cached.items() if fingerprints.get(i) == fp}
+    todo = [p for p in wanted if p.id not in valid]
+    changed = sum(p.id in cached for p in todo)
+    notes = [f"features {split}: {changed} pair(s) recomputed because their images changed"] if changed else []
+    if not todo and len(valid) == len(cached):
+        return path, 0, len(wanted), notes
+    new: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    if todo:
+        before, after = extractor(todo, f"features {split}", progress)
+        new = {p.id: (before[k], after[k]) for k, p in enumerate(todo)}
+    # Keep the dataset's order, so ids line up with the reader's pairs for any later consumer.
+    order = [p.id for p in all_pairs if p.id in new or p.id in valid]
+    if not order:  # nothing wanted and nothing cached still valid: no file is the honest state
+        path.unlink(missing_ok=True)
+        (folder / f"{split}.manifest.json").unlink(missing_ok=True)
+        return path, 0, 0, notes
 
-    model, info = create_backbone(backbone, weights=weights)
-    dev = resolve_device(device)
-    model = model.to(dev)
-    mean = torch.tensor(info.mean, device=dev).view(1, 3, 1, 1)
-    std = torch.tensor(info.std, device=dev).view(1, 3, 1, 1)
-    height, width = info.input_size
-    paths = [p for pair in pairs for p in (pair.before, pair.after)]
-    grids = []
-    with torch.inference_mode():
-        for start in range(0, len(paths), batch_size):
-            batch = np.stack([
-                cv2.resize(load_image(p), (width, height), interpolation=cv2.INTER_AREA)  # type: ignore[arg-type]
-                for p in paths[start : start + batch_size]
-            ])
-            x = torch.from_numpy(batch).to(dev).permute(0, 3, 1, 2).float().div(255)
-            grids.append(model((x - mean) / std).to("cpu", torch.float16).numpy())
-            if progress:
-                progress("features", min(start + batch_size, len(paths)), len(paths))
-    grid = np.concatenate(grids)
-    settings = {"backbone": backbone, "weights": info.weights, "input_size": list(info.input_size),
-                "mean": list(info.mean), "std": list(info.std), "version": CACHE_VERSION}
-    return {"before": grid[0::2], "after": grid[1::2], "ids": np.array([p.id for p in pairs])}, settings
+    def grid(pair_id: str, which: int) -> np.ndarray:
+        return new[pair_id][which] if pair_id in new else arrays[("before", "after")[which]][row[pair_id]]
+
+    out = {
+        "before": np.stack([grid(i, 0) for i in order]),
+        "after": np.stack([grid(i, 1) for i in order]),
+        "ids": np.array(order),
+    }
+    tmp = folder / f"{split}.tmp.npz"
+    np.savez(tmp, **out)
+    tmp.replace(path)
+    preprocess = extractor.preprocess or manifest.get("preprocess", {})
+    _write_json(folder / f"{split}.manifest.json", {
+        "settings_hash": extractor.settings_hash, "preprocess": preprocess,
+        "pairs": {i: fingerprints[i] for i in order},
+    })
+    return path, len(todo), len(wanted) - len(todo), notes
 
 
 def prepare_dataset(
@@ -165,11 +331,15 @@ def prepare_dataset(
     format: str = "auto",
     limit: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
+    input_size: int | None = None,
 ) -> PrepareSummary:
     """Fill ``<root>/cache`` with the cluster analysis of every pair and, when ``backbone`` is
     given (e.g. "efficientnet_lite0"), backbone grid features of every image.
 
     limit: only the first N pairs of each split (a quick check). progress(stage, done, total).
+    input_size: square side images are resized to before the backbone (default: the backbone's
+    own, 224 for efficientnet_lite0 and resnet101); part of the feature cache's settings.
+    Cached entries are reused unless their settings or images changed (module docstring).
     """
     root = Path(root)
     config = (analysis or AnalysisConfig()).validate()
@@ -180,18 +350,32 @@ def prepare_dataset(
     invalidated: list[str] = []
     analysis_dir = cache / "analysis"
     _fresh(analysis_dir, {"analysis": to_dict(config), "version": CACHE_VERSION}, invalidated)
-    computed = reused = 0
+    computed = reused = features_computed = features_reused = 0
     counts: dict[str, int] = {}
     feature_files: list[Path] = []
+    notes: list[str] = []
+    extractor: _Extractor | None = None
+    if backbone:
+        feature_settings = _feature_settings(backbone, weights, input_size)
+        _fresh(cache / f"features-{backbone}", feature_settings, invalidated)
+        extractor = _Extractor(cache / f"features-{backbone}", backbone, weights, device, batch_size, input_size,
+                               feature_settings)
     for split in chosen:
         data = load_dataset(root, split, format, require_images=True)
         pairs = list(data.pairs[:limit] if limit else data.pairs)
         counts[split] = len(pairs)
         out = analysis_dir / split
         out.mkdir(parents=True, exist_ok=True)
+        manifest_path = analysis_dir / f"{split}.manifest.json"
+        manifest: dict[str, Fingerprint] = _read_json(manifest_path) or {}
+        changed = 0
         for index, pair in enumerate(pairs):
             target = out / f"{pair.id}.npz"
-            if target.is_file():
+            fingerprint = _fingerprint(pair, root)
+            # Entries from before manifests existed (no record) are trusted, as they were then.
+            stale = pair.id in manifest and manifest[pair.id] != fingerprint
+            changed += stale and target.is_file()
+            if target.is_file() and not stale:
                 reused += 1
             else:
                 # Write to a temporary name first: an interrupted run never leaves half an entry.
@@ -199,14 +383,19 @@ def prepare_dataset(
                 np.savez_compressed(tmp, **analysis_entry(pair, config))
                 tmp.replace(target)
                 computed += 1
+            manifest[pair.id] = fingerprint
             if progress:
                 progress(f"analysis {split}", index + 1, len(pairs))
-        if backbone:
-            feats_dir = cache / f"features-{backbone}"
-            arrays, settings = _backbone_features(pairs, backbone, weights, device, batch_size, progress)
-            if split == chosen[0]:
-                _fresh(feats_dir, settings, invalidated)
-            path = feats_dir / f"{split}.npz"
-            np.savez(path, **arrays)
+        _write_json(manifest_path, manifest)
+        if changed:
+            notes.append(f"analysis {split}: {changed} pair(s) recomputed because their images changed")
+        if extractor is not None:
+            path, done, kept, why = _update_features(extractor, split, list(data.pairs), pairs, root, progress)
+            features_computed += done
+            features_reused += kept
+            notes.extend(why)
             feature_files.append(path)
-    return PrepareSummary(root, counts, computed, reused, invalidated, feature_files)
+    if extractor is not None:
+        extractor.release()
+    return PrepareSummary(root, counts, computed, reused, invalidated, feature_files, features_computed,
+                          features_reused, notes)

@@ -149,6 +149,10 @@ class Sprite:
     colour: str
     rgb: np.ndarray  # (h, w, 3) uint8
     alpha: np.ndarray  # (h, w) float32 in [0, 1]
+    # From ``cut_sprites``' sprites.json: the clip it was cut from and its box as fractions of
+    # that clip's frame (x, y, w, h). With both, it is pasted at its real scale into its own scene.
+    camera: str | None = None
+    box: tuple[float, float, float, float] | None = None
 
 
 def _kind_from_name(path: Path) -> str | None:
@@ -172,6 +176,12 @@ def load_sprites(folder: str | Path) -> list[Sprite]:
     if not folder.is_dir():
         raise InputError(f"{folder}: sprites folder not found")
     sprites = []
+    meta: dict[Path, dict[str, Any]] = {}
+    for index_file in folder.rglob("sprites.json"):
+        try:
+            meta[index_file.parent] = json.loads(index_file.read_text())
+        except json.JSONDecodeError as exc:
+            raise InputError(f"{index_file}: malformed JSON at line {exc.lineno} ({exc.msg})") from exc
     for path in sorted(folder.rglob("*.png")):
         if path.stem.endswith("_mask"):
             continue
@@ -194,12 +204,25 @@ def load_sprites(folder: str | Path) -> list[Sprite]:
             continue
         palette = CLOTHING_COLOURS if kind == "person" else VEHICLE_COLOURS
         colour = _nearest_colour(np.median(rgb[alpha > 0.5], axis=0), palette)
-        sprites.append(Sprite(kind, colour, rgb, alpha))
+        info = meta.get(path.parent, {})
+        record = info.get("sprites", {}).get(path.name)
+        camera, box = None, None
+        if record and info.get("frame_size"):
+            fw, fh = info["frame_size"]
+            x, y, w, h = record["bbox"]
+            camera, box = str(info.get("camera")), (x / fw, y / fh, w / fw, h / fh)
+        sprites.append(Sprite(kind, colour, rgb, alpha, camera, box))
     if not sprites:
         raise InputError(
             f"{folder}: no usable sprites (RGBA PNGs or name.png + name_mask.png, with person/car/truck/van in the name)"
         )
     return sprites
+
+
+def background_cameras(folder: str | Path) -> list[str]:
+    """The camera name (file stem) of each image ``load_backgrounds`` returns, in its order."""
+    return [p.stem for p in sorted(Path(folder).iterdir())
+            if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".webp") and cv2.imread(str(p)) is not None]
 
 
 def load_backgrounds(folder: str | Path) -> list[np.ndarray]:
@@ -218,11 +241,67 @@ def load_backgrounds(folder: str | Path) -> list[np.ndarray]:
     return frames
 
 
+def _thumbnail(frame: np.ndarray) -> np.ndarray:
+    """Small blurred grey copy: cheap to compare, insensitive to noise and 1-2 px jitter."""
+    grey = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
+    small = cv2.resize(grey, (96, max(1, round(96 * grey.shape[0] / grey.shape[1]))), interpolation=cv2.INTER_AREA)
+    return cv2.GaussianBlur(small.astype(np.float32), (3, 3), 0)
+
+
+def find_empty_frame(frames: list[np.ndarray]) -> tuple[int, list[int]]:
+    """Index of an empty frame of a fixed camera, and the indices of the frames that look the same.
+
+    The per-pixel median is *not* empty when someone stands still for half the clip (the indoor
+    Intel clip leaves a ghost at the table). What holds instead: people come and go, so the empty
+    room recurs in several stretches, while each occupied state is seen in one stretch only. The
+    empty frame is the one with the most near-identical frames (mean grey difference of small
+    thumbnails within a tolerance set from the clip's own frame-to-frame noise)."""
+    thumbs = np.stack([_thumbnail(f) for f in frames])
+    dist = np.abs(thumbs[:, None] - thumbs[None]).mean(axis=(2, 3))
+    np.fill_diagonal(dist, np.inf)
+    tolerance = max(2.0, 3.0 * float(np.median(dist.min(axis=1))))
+    neighbours = (dist < tolerance).sum(axis=1)
+    best = int(np.argmax(neighbours))
+    return best, [best, *np.flatnonzero(dist[best] < tolerance).tolist()]
+
+
+def _register(frame: np.ndarray, background: np.ndarray, max_shift: float) -> np.ndarray:
+    """``frame`` shifted onto ``background`` (phase correlation; fixed cameras drift a few px),
+    with its exposure scaled to the background's (auto-exposure jumps change every pixel)."""
+    a = cv2.cvtColor(background, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    b = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY).astype(np.float32)
+    window = cv2.createHanningWindow(a.shape[::-1], cv2.CV_32F)
+    # Copies: cv2.phaseCorrelate applies the window to its float32 inputs in place.
+    (dx, dy), _ = cv2.phaseCorrelate(a.copy(), b.copy(), window)
+    out = frame.astype(np.float32)
+    if 0.5 <= np.hypot(dx, dy) <= max_shift:
+        out = cv2.warpAffine(out, np.float32([[1, 0, -dx], [0, 1, -dy]]), frame.shape[1::-1], borderMode=cv2.BORDER_REPLICATE)
+    # Median of per-pixel ratios: robust while objects cover less than half the frame.
+    gain = float(np.median((a + 1) / (cv2.cvtColor(np.clip(out, 0, 255).astype(np.uint8), cv2.COLOR_BGR2GRAY).astype(np.float32) + 1)))
+    return np.clip(out * gain, 0, 255)
+
+
+def _box_iou(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
+    ix = max(0, min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0]))
+    iy = max(0, min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1]))
+    inter = ix * iy
+    return inter / float(a[2] * a[3] + b[2] * b[3] - inter)
+
+
 def cut_sprites(video: str | Path, out: str | Path, kind: str = "person", every: int = 10, max_sprites: int = 200,
-                min_area: int = 150, threshold: float = 40.0) -> tuple[Path, int]:
-    """Cut moving objects out of a fixed-camera clip: the median of sampled frames is the empty
-    scene (written as ``background.png``); each frame's difference to it, cleaned by a morphological
-    opening, gives connected components saved as RGBA sprites ``<kind>_<n>.png``.
+                min_area: int = 150, threshold: float = 40.0, backgrounds_out: str | Path | None = None) -> tuple[Path, int]:
+    """Cut moving objects out of a fixed-camera clip.
+
+    The empty scene is a real frame of the clip (:func:`find_empty_frame`), written as
+    ``<backgrounds_out>/<clip name>.png`` (default ``OUT/backgrounds/``: a folder of its own, so
+    ``synth --backgrounds`` never reads sprites as scenes). Every sampled frame is registered to it
+    (shift and exposure), differenced (RGB L2 > ``threshold`` after a blur), cleaned (opening,
+    then a closing wide enough to join a head to its body), holes filled, and each connected
+    component that is whole (not cut by the frame edge), not a duplicate of one already saved (a
+    person standing still) and of a plausible shape (people are taller than wide) is saved as an
+    RGBA sprite ``<kind>_<n>.png``. ``OUT/sprites.json`` records the camera, frame size and each
+    sprite's box, so ``synthesize`` can paste sprites at their real scale into their own scene.
+    ``min_area`` is in pixels of a 768 px wide frame and scales with the clip's resolution.
     Returns (the background path, number of sprites)."""
     cap = cv2.VideoCapture(str(video))
     if not cap.isOpened():
@@ -238,31 +317,70 @@ def cut_sprites(video: str | Path, out: str | Path, kind: str = "person", every:
         index += 1
     cap.release()
     if len(frames) < 5:
-        raise InputError(f"{video}: too few frames ({len(frames)}) to estimate an empty background")
-    background = np.median(np.stack(frames), axis=0).astype(np.uint8)
+        raise InputError(f"{video}: too few frames ({len(frames)}) to find an empty background; lower --every")
+    empty, same = find_empty_frame(frames)
+    background = frames[empty]
+    height, width = background.shape[:2]
+    scale = width / 768
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    cv2.imwrite(str(out / "background.png"), background)
-    kernel = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
+    bg_dir = Path(backgrounds_out) if backgrounds_out else out / "backgrounds"
+    bg_dir.mkdir(parents=True, exist_ok=True)
+    camera = Path(video).stem
+    bg_path = bg_dir / f"{camera}.png"
+    cv2.imwrite(str(bg_path), background)
+    small = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (5, 5))
+    side = max(5, int(round(21 * scale)) | 1)
+    join = cv2.getStructuringElement(cv2.MORPH_ELLIPSE, (side, side))
+    blurred_bg = cv2.GaussianBlur(background, (5, 5), 0).astype(np.float32)
+    previous: list[tuple[int, int, int, int]] = []  # objects of the last processed frame
+    records: dict[str, dict[str, Any]] = {}
     count = 0
-    for frame in frames:
-        dist = np.linalg.norm(cv2.GaussianBlur(frame, (5, 5), 0).astype(np.float32)
-                              - cv2.GaussianBlur(background, (5, 5), 0).astype(np.float32), axis=2)
-        mask = cv2.morphologyEx((dist > threshold).astype(np.uint8) * 255, cv2.MORPH_OPEN, kernel)
-        mask = cv2.morphologyEx(mask, cv2.MORPH_CLOSE, kernel)
+    skip = set(same)
+    for frame_index, frame in enumerate(frames):
+        if frame_index in skip:
+            continue  # looks like the empty scene: nothing to cut
+        registered = _register(frame, background, max_shift=12 * scale)
+        dist = np.linalg.norm(cv2.GaussianBlur(registered, (5, 5), 0) - blurred_bg, axis=2)
+        mask = cv2.morphologyEx((dist > threshold).astype(np.uint8) * 255, cv2.MORPH_OPEN, small)
+        mask = cv2.morphologyEx(mask, cv2.MORPH_CLOSE, join)
         n, labels, stats, _ = cv2.connectedComponentsWithStats(mask)
+        current: list[tuple[int, int, int, int]] = []
         for label in range(1, n):
-            x, y, w, h, area = stats[label]
-            # Objects touching the border are cut off by the frame: not a whole object.
-            if area < min_area or x == 0 or y == 0 or x + w >= frame.shape[1] or y + h >= frame.shape[0]:
-                continue
-            alpha = cv2.GaussianBlur((labels[y:y + h, x:x + w] == label).astype(np.uint8) * 255, (3, 3), 0)
-            rgba = np.dstack([frame[y:y + h, x:x + w], alpha])
-            cv2.imwrite(str(out / f"{kind}_{count:04d}.png"), rgba)
+            x, y, w, h, area = (int(v) for v in stats[label])
+            margin = 2  # registration shifts smear the outermost pixels
+            if (area < min_area * scale * scale or area > 0.25 * width * height
+                    or x <= margin or y <= margin or x + w >= width - margin or y + h >= height - margin):
+                continue  # noise, an exposure failure, or an object cut off by the frame
+            if kind == "person" and h < 1.2 * w:
+                continue  # a part of someone (a head, an arm) or several people merged
+            component = (labels[y:y + h, x:x + w] == label).astype(np.uint8)
+            if float(dist[y:y + h, x:x + w][component > 0].mean()) < 1.5 * threshold:
+                continue  # faint: a shadow or reflection on the wall, not an object
+            box = (x, y, w, h)
+            current.append(box)
+            if any(_box_iou(box, other) > 0.6 for other in previous):
+                continue  # the same object standing still since the last frame: one sprite is enough
+            # Clothing the colour of the wall leaves holes; an object has none.
+            contours, _ = cv2.findContours(component, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
+            filled = np.zeros_like(component)
+            cv2.drawContours(filled, contours, -1, 1, thickness=cv2.FILLED)
+            alpha = cv2.GaussianBlur(filled * 255, (3, 3), 0)
+            rgba = np.dstack([np.clip(registered[y:y + h, x:x + w], 0, 255).astype(np.uint8), alpha])
+            name = f"{kind}_{count:04d}.png"
+            cv2.imwrite(str(out / name), rgba)
+            records[name] = {"kind": kind, "bbox": list(box), "frame": frame_index * every}
             count += 1
             if count >= max_sprites:
-                return out / "background.png", count
-    return out / "background.png", count
+                break
+        previous = current
+        if count >= max_sprites:
+            break
+    (out / "sprites.json").write_text(json.dumps({
+        "camera": camera, "source": str(video), "frame_size": [width, height], "empty_frame": empty * every,
+        "background": str(bg_path), "sprites": records,
+    }, indent=1) + "\n")
+    return bg_path, count
 
 
 # ----------------------------------------------------------------------------------------------
@@ -370,6 +488,8 @@ def render(ground: np.ndarray, objects: list[Obj], sun: tuple[float, float], rng
     if objects:
         shadow = np.zeros((size, size), np.float32)
         for o in objects:
+            if o.sprite is not None and sprites[o.sprite].camera is not None:
+                continue  # a cut-out from a real clip carries its real shadow; a second would double it
             # A shadow is the footprint pushed away from the sun; people cast longer ones.
             reach = (0.5 if o.kind == "person" else 0.18) * max(o.w, o.h)
             m = _object_mask(o, size, sprites)
@@ -404,8 +524,38 @@ def _perspective(y_centre: float, size: int) -> float:
     return 0.55 + 0.6 * (y_centre / size)
 
 
+def _native_object(rng: np.random.Generator, size: int, kind: str | None, occupied: list[list[int]],
+                   sprites: list[Sprite], native: list[int]) -> Obj | None:
+    """A sprite pasted into the scene of the camera it was cut from: at the size it had there,
+    with its feet on a line where that camera saw objects of its kind (± a little, with the
+    perspective factor for the changed depth), anywhere across. This keeps people on the floor
+    and at a person's size, instead of 10 px figures on a wall."""
+    kinds = sorted({sprites[i].kind for i in native})
+    kind = kind or kinds[int(rng.integers(len(kinds)))]
+    matching = [i for i in native if sprites[i].kind == kind]
+    if not matching:
+        return None
+    for _ in range(30):
+        index = int(rng.choice(matching))
+        x0, y0, w0, h0 = sprites[index].box  # type: ignore[misc]
+        ref = sprites[int(rng.choice(matching))].box  # where the camera saw this kind stand
+        foot = float(np.clip(ref[1] + ref[3] + rng.uniform(-0.06, 0.06), 0.05, 0.99))  # type: ignore[index]
+        factor = _perspective(foot * size, size) / _perspective((y0 + h0) * size, size)
+        w, h = max(3, int(w0 * size * factor)), max(4, int(h0 * size * factor))
+        y = int(foot * size) - h
+        if y < 2 or w > size - 4 or y + h > size - 2:
+            continue
+        x = int(rng.uniform(2, size - w - 2))
+        box = [x, y, w, h]
+        if all(_gap(box, other) for other in occupied):
+            return Obj(kind, sprites[index].colour, x, y, w, h, w >= h, index)
+    return None
+
+
 def _make_object(rng: np.random.Generator, size: int, kind: str | None, occupied: list[list[int]],
-                 sprites: list[Sprite], colour: str | None = None) -> Obj | None:
+                 sprites: list[Sprite], colour: str | None = None, native: list[int] | None = None) -> Obj | None:
+    if native:
+        return _native_object(rng, size, kind, occupied, sprites, native)
     kinds = list(KIND_WEIGHTS)
     if kind is None:
         kind = kinds[int(rng.choice(len(kinds), p=np.array(list(KIND_WEIGHTS.values()))))]
@@ -535,22 +685,30 @@ def describe_change(change: dict[str, Any], objects: dict[str, Obj], size: int, 
 
 
 def generate_pair(index: int, config: SynthConfig, backgrounds: list[np.ndarray] | None = None,
-                  sprites: list[Sprite] | None = None) -> SynthPair:
+                  sprites: list[Sprite] | None = None, cameras: list[str] | None = None) -> SynthPair:
     """Draw pair ``index`` of the benchmark ``config`` (deterministic in (seed, index))."""
     rng = np.random.default_rng([config.seed, index])
     size = config.size
     sprites = sprites or []
     if backgrounds:
         ground_name = "real"
-        frame = backgrounds[int(rng.integers(len(backgrounds)))]
+        choice = int(rng.integers(len(backgrounds)))
+        frame = backgrounds[choice]
+        camera = cameras[choice] if cameras else None
+        # Sprites cut from this very camera: only they are placed in its scene, at their scale.
+        native = [i for i, sp in enumerate(sprites) if camera is not None and sp.camera == camera and sp.box]
         ground = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA).astype(np.float32)
     else:
+        native = []
         ground_name = str(rng.choice(GROUNDS))
         ground = draw_ground(rng, size, ground_name)
     occupied: list[list[int]] = []
     static: list[Obj] = []
-    for _ in range(int(rng.integers(config.min_objects, config.max_objects + 1))):
-        o = _make_object(rng, size, None, occupied, sprites)
+    # Real cut-outs are at their real scale (a person can be most of the frame's height), so a
+    # real scene holds at most 2 bystanders; more would leave no room for the changes.
+    most = min(config.max_objects, 2) if native else config.max_objects
+    for _ in range(int(rng.integers(min(config.min_objects, most), most + 1))):
+        o = _make_object(rng, size, None, occupied, sprites, native=native)
         if o is not None:
             static.append(o)
             occupied.append(o.bbox)
@@ -569,7 +727,7 @@ def generate_pair(index: int, config: SynthConfig, backgrounds: list[np.ndarray]
         if kind in ("disappear", "move", "colour") and not candidates:
             kind = "appear"
         if kind == "appear":
-            new = _make_object(rng, size, None, occupied, sprites)
+            new = _make_object(rng, size, None, occupied, sprites, native=native)
             if new is None:
                 continue
             occupied.append(new.bbox)
@@ -586,11 +744,13 @@ def generate_pair(index: int, config: SynthConfig, backgrounds: list[np.ndarray]
                 # Reuse the sprite and size class, re-placed where it does not overlap (incl. itself).
                 moved = None
                 for _ in range(10):
-                    cand = _make_object(rng, size, old.kind, occupied, [], colour=old.colour)
+                    cand = _make_object(rng, size, old.kind, occupied, [] if not native else sprites, colour=old.colour,
+                                        native=native)
                     if cand is None:
                         break
                     shift = np.hypot(cand.centre()[0] - old.centre()[0], cand.centre()[1] - old.centre()[1])
-                    if shift > 1.2 * max(old.w, old.h):
+                    # Far enough to be a move, not a wobble; big real cut-outs need only clear their width.
+                    if shift > (1.1 * old.w if native else 1.2 * max(old.w, old.h)):
                         moved = cand
                         break
                 if moved is None:
@@ -683,6 +843,7 @@ def synthesize(
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise OutputError(f"{out} is not empty; choose a new folder or pass --overwrite")
     bg = load_backgrounds(backgrounds) if backgrounds else None
+    cams = background_cameras(backgrounds) if backgrounds else None
     sp = load_sprites(sprites) if sprites else None
     (out / "images").mkdir(parents=True, exist_ok=True)
     (out / "annotations").mkdir(parents=True, exist_ok=True)
@@ -692,7 +853,7 @@ def synthesize(
     png = [cv2.IMWRITE_PNG_COMPRESSION, 1]
     start = time.perf_counter()
     for index in range(config.pairs):
-        pair = generate_pair(index, config, bg, sp)
+        pair = generate_pair(index, config, bg, sp, cams)
         img_id = str(index)
         cv2.imwrite(str(out / "images" / f"{img_id}.png"), cv2.cvtColor(pair.before, cv2.COLOR_RGB2BGR), png)
         cv2.imwrite(str(out / "images" / f"{img_id}_2.png"), cv2.cvtColor(pair.after, cv2.COLOR_RGB2BGR), png)

@@ -8,7 +8,8 @@
 * breakdowns (CLEVR-Change tables; DUDA+Aux Table 2): the same metrics on the pairs of each
   change type, on all changed pairs and on the distractor ("no change") pairs.
 * perplexity: exp(total negative log-likelihood / total tokens) of the references, for models
-  that expose ``log_likelihood(analysis, sentence) -> (nll, n_tokens)``.
+  that expose ``log_likelihood(analysis, sentence) -> (nll, n_tokens)``; for any other model the
+  result says "n/a" and why (``perplexity_note``) instead of leaving the reader guessing.
 * alignment precision (Spot-the-diff §5): the share of sentence->region alignments that point at
   the gold change; a predicted box hits when its IoU with the change's before box, after box or
   their union is at least 0.3 (a cluster of a moved object covers both places).
@@ -29,7 +30,7 @@ from typing import Any, Callable, Iterable
 
 from ..data.readers import Dataset, DatasetPair, load_dataset
 from ..errors import DataError, InputError, UsageError
-from .metrics import DEFAULT_METRICS, MetricResult, python_tokenize, score_captions
+from .metrics import DEFAULT_METRICS, MetricResult, ScoringSession, python_tokenize, score_captions
 
 PROTOCOLS = ("single", "multi")
 ALIGNMENT_IOU = 0.3
@@ -62,6 +63,7 @@ class EvalResult:
     model: str | None = None
     predictions_file: str | None = None
     perplexity: float | None = None
+    perplexity_note: str | None = None  # why there is no perplexity ("n/a" in tables)
     alignment_precision: float | None = None
     alignment_count: int = 0
     notes: list[str] = field(default_factory=list)
@@ -100,6 +102,8 @@ class EvalResult:
             lines.append("")
         if self.perplexity is not None:
             lines.append(f"Perplexity: {self.perplexity:.3f}")
+        elif self.perplexity_note:
+            lines.append(f"Perplexity: n/a ({self.perplexity_note})")
         if self.alignment_precision is not None:
             lines.append(f"Alignment precision: {self.alignment_precision:.3f} over {self.alignment_count} alignments")
         skipped = {k: v for r in self.results for k, v in r.skipped.items()}
@@ -218,23 +222,35 @@ def _groups(pairs: list[DatasetPair]) -> dict[str, list[DatasetPair]]:
     return groups
 
 
-def single_sentence(
-    pairs: list[DatasetPair], predictions: Predictions, metrics: tuple[str, ...], tokenizer: str, group: str = "all"
-) -> ProtocolResult:
-    """One hypothesis (the first sentence) against all the pair's reference sentences."""
+def _single_inputs(pairs: list[DatasetPair], predictions: Predictions) -> tuple[dict[str, list[str]], dict[str, str]]:
     refs = {p.id: list(p.sentences) for p in pairs}
     hyps = {p.id: (predictions[p.id][0] if predictions[p.id] else "") for p in pairs}
-    result = score_captions(refs, hyps, metrics, tokenizer)
+    return refs, hyps
+
+
+def _multi_inputs(pairs: list[DatasetPair], predictions: Predictions) -> tuple[dict[str, list[str]], dict[str, str]]:
+    refs = {p.id: [d for d in p.descriptions if d] or [""] for p in pairs}
+    hyps = {p.id: " ".join(s.strip() for s in predictions[p.id] if s.strip()) for p in pairs}
+    return refs, hyps
+
+
+def single_sentence(
+    pairs: list[DatasetPair], predictions: Predictions, metrics: tuple[str, ...], tokenizer: str, group: str = "all",
+    session: ScoringSession | None = None,
+) -> ProtocolResult:
+    """One hypothesis (the first sentence) against all the pair's reference sentences."""
+    refs, hyps = _single_inputs(pairs, predictions)
+    result = score_captions(refs, hyps, metrics, tokenizer, session)
     return ProtocolResult("single", group, len(pairs), result.scores, result.tokenizer, result.skipped)
 
 
 def multi_sentence(
-    pairs: list[DatasetPair], predictions: Predictions, metrics: tuple[str, ...], tokenizer: str, group: str = "all"
+    pairs: list[DatasetPair], predictions: Predictions, metrics: tuple[str, ...], tokenizer: str, group: str = "all",
+    session: ScoringSession | None = None,
 ) -> ProtocolResult:
     """The whole description against each annotator's whole description, plus LenRatio."""
-    refs = {p.id: [d for d in p.descriptions if d] or [""] for p in pairs}
-    hyps = {p.id: " ".join(s.strip() for s in predictions[p.id] if s.strip()) for p in pairs}
-    result = score_captions(refs, hyps, metrics, tokenizer)
+    refs, hyps = _multi_inputs(pairs, predictions)
+    result = score_captions(refs, hyps, metrics, tokenizer, session)
     return ProtocolResult(
         "multi", group, len(pairs), result.scores, result.tokenizer, result.skipped, len_ratio=len_ratio(refs, hyps)
     )
@@ -355,13 +371,22 @@ def score_dataset(
     metrics = tuple(metrics) if metrics else DEFAULT_METRICS
     pairs, notes = _resolve_split(dataset, predictions, allow_partial)
     runners: dict[str, Callable[..., ProtocolResult]] = {"single": single_sentence, "multi": multi_sentence}
+    inputs = {"single": _single_inputs, "multi": _multi_inputs}
     results = []
-    for protocol in protocols:
-        results.append(runners[protocol](pairs, predictions, metrics, tokenizer))
-        if breakdown:
-            for group, members in _groups(pairs).items():
-                if len(members) >= 2:
-                    results.append(runners[protocol](members, predictions, metrics, tokenizer, group))
+    # One session for every protocol and group: all captions go through the tokenizer in one Java
+    # run and METEOR keeps one process, instead of ~3 Java starts per group (see metrics.py).
+    with ScoringSession(tokenizer) as session:
+        captions: list[str] = []
+        for protocol in protocols:
+            refs, hyps = inputs[protocol](pairs, predictions)
+            captions += [*(r for v in refs.values() for r in v), *hyps.values()]
+        session.prepare(captions)
+        for protocol in protocols:
+            results.append(runners[protocol](pairs, predictions, metrics, tokenizer, session=session))
+            if breakdown:
+                for group, members in _groups(pairs).items():
+                    if len(members) >= 2:
+                        results.append(runners[protocol](members, predictions, metrics, tokenizer, group, session))
     if any(r.tokenizer == "python" for r in results):
         notes.append("java not found: Python tokenizer used instead of PTB; scores may differ slightly from published ones")
     return EvalResult(
@@ -437,6 +462,8 @@ def evaluate_model(
     pairs = list(data.pairs[:limit] if limit else data.pairs)
     captioner = create_captioner(model, weights=weights, device=device)
     options = DescribeOptions(max_sentences=max_sentences)
+    # Perplexity needs the model's probability of the references; only models that define
+    # log_likelihood (the trainable ones) can give it.
     likelihood = getattr(captioner, "log_likelihood", None)
     predictions: Predictions = {}
     aligned: dict[str, list[tuple[int | None, Box]]] = {}
@@ -454,7 +481,7 @@ def evaluate_model(
             if s.cluster_ids and s.cluster_ids[0] in boxes
         ]
         if callable(likelihood):
-            nll.extend(likelihood(result, ref) for ref in pair.sentences if ref.strip())
+            nll.extend(_nll_pair(likelihood(result, ref)) for ref in pair.sentences if ref.strip())
         if progress:
             progress(index + 1, len(pairs))
     subset = Dataset(data.root, data.format, data.split, tuple(pairs), data.source, data.n_annotations)
@@ -462,7 +489,11 @@ def evaluate_model(
     scored.model = model
     if limit and limit < len(data.pairs):
         scored.notes.append(f"--limit {limit}: scored the first {len(pairs)} of {len(data.pairs)} pairs only")
-    if nll:
+    if not callable(likelihood):
+        scored.perplexity_note = f"model '{model}' has no log_likelihood(analysis, sentence)"
+    elif not nll or sum(n for _, n in nll) == 0:
+        scored.perplexity_note = "the references of this split are empty"
+    else:
         scored.perplexity = perplexity(nll)
     if any(p.gold for p in pairs):
         scored.alignment_precision, scored.alignment_count = alignment_precision(aligned, subset)
@@ -472,6 +503,12 @@ def evaluate_model(
         "metrics": list(metrics or DEFAULT_METRICS), "tokenizer": tokenizer, "analysis": to_dict(config),
     }
     return scored
+
+
+def _nll_pair(value: Any) -> tuple[float, int]:
+    """(nll, n_tokens) as plain numbers: trainable models may return 0-d tensors."""
+    nll, n = value
+    return float(nll), int(n)
 
 
 def write_results(result: EvalResult, out_dir: str | Path) -> dict[str, Path]:

@@ -1,0 +1,152 @@
+"""``spotdiff eval --model``: run a captioner over a split and score it, end to end through the CLI.
+
+The split is 8 synthetic pairs made in tmp_path (no shared data, no downloads). The Java-backed
+metrics (PTB tokenizer, METEOR) start once per evaluation, not once per breakdown group (before
+that change the whole `eval --model grounded` on these 8 pairs took ~2 min here, after ~25 s).
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from spotdiff_cli.cli import app
+from spotdiff_cli.data.synth import synthesize
+from spotdiff_cli.evaluate import java_available
+
+needs_java = pytest.mark.skipif(not java_available(), reason="java not installed (PTB tokenizer, METEOR)")
+
+
+@pytest.fixture(scope="module")
+def split8(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("eval-model")
+    # Everything in "test"; 25 % distractors so the changed/distractor breakdown has both groups.
+    synthesize(out, pairs=8, seed=3, train=0.0, val=0.0, distractor_rate=0.25)
+    return out
+
+
+def _run(args: list[str]) -> Any:
+    # A wide console: Rich would otherwise wrap titles and cut column names at 80 columns.
+    result = CliRunner().invoke(app, args, env={"COLUMNS": "200"})
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def test_eval_grounded_model_writes_table_json_and_markdown(split8: Path, tmp_path: Path) -> None:
+    out = tmp_path / "eval"
+    result = _run(["eval", "--model", "grounded", "--dataset", str(split8), "--split", "test",
+                   "--metrics", "BLEU-4,ROUGE-L,CIDEr", "--tokenizer", "python", "--out", str(out)])
+    # The table a user reads: both protocols, the 8 pairs, alignment precision, perplexity n/a.
+    # (Rich wraps a title at its table's width: compare with whitespace collapsed.)
+    shown = " ".join(result.output.split())
+    assert "single-sentence protocol: grounded on test (8 pairs)" in shown
+    assert "multi-sentence protocol" in shown and "LenRatio" in shown and "BLEU-4" in shown
+    assert "alignment precision:" in shown
+    assert "perplexity: n/a (model 'grounded' has no log_likelihood" in shown
+
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["model"] == "grounded" and saved["n_pairs"] == 8
+    single = next(r for r in saved["results"] if r["protocol"] == "single" and r["group"] == "all")
+    assert set(single["scores"]) == {"BLEU-4", "ROUGE-L", "CIDEr"}
+    assert all(0.0 <= v for v in single["scores"].values())
+    # The grounded captioner points every sentence at a cluster: precision is a real share.
+    assert saved["alignment_count"] > 0 and 0.0 <= saved["alignment_precision"] <= 1.0
+    assert saved["perplexity"] is None and "log_likelihood" in saved["perplexity_note"]
+
+    markdown = (out / "results.md").read_text()
+    assert markdown.startswith("# Evaluation: grounded on")
+    assert "## single-sentence protocol" in markdown and "| all | 8 |" in markdown
+    assert "Alignment precision:" in markdown and "Perplexity: n/a" in markdown
+
+    predictions = json.loads((out / "predictions.json").read_text())
+    assert {p["image_id"] for p in predictions} == {str(i) for i in range(8)}
+    assert json.loads((out / "config.json").read_text())["model"] == "grounded"
+
+
+class _CountingGrounded:
+    """The grounded captioner plus a ``log_likelihood`` (as trainable models have): a uniform
+    model over a 20-word vocabulary, so the expected perplexity is exactly 20."""
+
+    def __init__(self) -> None:
+        from spotdiff_cli.captioners.grounded import GroundedCaptioner
+
+        self.inner = GroundedCaptioner()
+        self.calls = 0
+
+    def describe(self, analysis: Any, options: Any) -> Any:
+        return self.inner.describe(analysis, options)
+
+    def log_likelihood(self, analysis: Any, sentence: str) -> tuple[float, int]:
+        import math
+
+        self.calls += 1
+        n = len(sentence.split()) + 1  # + <eos>
+        return n * math.log(20.0), n
+
+
+def test_perplexity_reported_for_a_model_with_log_likelihood(split8: Path, tmp_path: Path,
+                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    from spotdiff_cli.captioners import registry
+
+    model = _CountingGrounded()
+    monkeypatch.setitem(registry._FAMILY_MODULES, "test-ll", "spotdiff_cli.captioners.grounded")
+    monkeypatch.setitem(registry._FACTORIES, "test-ll", lambda **_: model)
+    monkeypatch.setitem(registry._INFO, "test-ll", registry.ModelInfo("test-ll", "test", "", False, False))
+    out = tmp_path / "ll"
+    result = _run(["eval", "--model", "test-ll", "--dataset", str(split8), "--metrics", "BLEU-4",
+                   "--tokenizer", "python", "--no-breakdown", "--out", str(out)])
+    assert "perplexity: 20.000" in " ".join(result.output.split())
+    saved = json.loads((out / "results.json").read_text())
+    assert saved["perplexity"] == pytest.approx(20.0) and saved["perplexity_note"] is None
+    assert model.calls >= 8  # every reference sentence of every pair was scored
+    assert "Perplexity: 20.000" in (out / "results.md").read_text()
+
+
+@pytest.mark.slow  # two JVM starts for METEOR (paraphrase tables) + PTB: ~10-20 s on 2 busy cores
+@needs_java
+def test_java_metrics_start_java_once_per_metric(split8: Path, tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Both protocols x (all + every breakdown group) with PTB + METEOR: still one tokenizer run
+    and one METEOR process, and the scores match scoring each group on its own."""
+    starts: list[str] = []
+    real_popen = subprocess.Popen
+
+    def popen(cmd: Any, *a: Any, **k: Any) -> Any:
+        # subprocess.run goes through Popen too, so this sees every process started.
+        line = " ".join(map(str, cmd))
+        starts.append("ptb" if "PTBTokenizer" in line else "meteor" if "meteor" in line.lower() else line)
+        return real_popen(cmd, *a, **k)
+
+    monkeypatch.setattr(subprocess, "Popen", popen)
+    out = tmp_path / "java"
+    _run(["eval", "--model", "grounded", "--dataset", str(split8), "--metrics", "BLEU-4,METEOR,CIDEr",
+          "--tokenizer", "ptb", "--out", str(out)])
+    monkeypatch.undo()
+    assert starts.count("ptb") == 1 and starts.count("meteor") == 1, starts
+
+    saved = json.loads((out / "results.json").read_text())
+    groups = [r for r in saved["results"] if r["protocol"] == "single"]
+    assert len(groups) >= 3  # all + at least changed/distractor or a change type
+    # Sharing the processes must not change a number: rescore one group alone and compare.
+    from spotdiff_cli.data import load_dataset
+    from spotdiff_cli.evaluate.protocols import single_sentence
+
+    data = load_dataset(split8, "test")
+    predictions = saved_predictions(out)
+    group = next(r for r in groups if r["group"] != "all")
+    members = [p for p in data.pairs if group["group"] in p.change_types
+               or (group["group"] == "changed" and "distractor" not in p.change_types)]
+    alone = single_sentence(members, predictions, ("BLEU-4", "METEOR", "CIDEr"), "ptb", group["group"])
+    assert alone.scores == pytest.approx(group["scores"], abs=1e-9)
+
+
+def saved_predictions(out: Path) -> dict[str, list[str]]:
+    predictions: dict[str, list[str]] = {}
+    for item in json.loads((out / "predictions.json").read_text()):
+        predictions.setdefault(item["image_id"], []).append(item["caption"])
+    return predictions
