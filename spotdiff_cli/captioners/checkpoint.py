@@ -1,0 +1,184 @@
+"""Self-describing checkpoints for learned captioners (docs/training-interfaces.md).
+
+A checkpoint is a dict of plain Python types and tensors, nothing else, so it loads with
+``torch.load(..., weights_only=True)`` and never unpickles arbitrary objects::
+
+    {"format_version": 1, "model": "ddla", "config": {...}, "vocab": vocab.to_dict(),
+     "state_dict": {...}, "backbone": "efficientnet_lite0",
+     "extra": {"epoch", "step", "best_score", "optimizer", "rng", ...}}
+
+``config`` is everything the model's ``__init__(config, vocab)`` needs, so ``load_checkpoint``
+rebuilds the model by name through the registry with no other input (whisper's habit: the file
+carries its own dimensions). Writes are atomic (temp file + rename): a crash or Ctrl-C while
+saving leaves the previous file intact.
+"""
+
+from __future__ import annotations
+
+import io
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..errors import ModelError
+from .vocab import Vocabulary
+
+if TYPE_CHECKING:  # pragma: no cover
+    import torch
+
+FORMAT_VERSION = 1
+REQUIRED_KEYS = ("format_version", "model", "config", "vocab", "state_dict")
+
+
+def checkpoint_dict(model: Any, extra: dict[str, Any] | None = None, *, name: str | None = None,
+                    backbone: str | None = None, half: bool = False) -> dict[str, Any]:
+    """The checkpoint of ``model`` as a plain dict (what ``save_checkpoint`` writes).
+
+    ``model`` needs ``config`` (dict), ``vocab`` (Vocabulary) and ``state_dict()``; its registry
+    name comes from ``name`` or ``model.name``, the backbone from ``backbone``,
+    ``model.config["backbone"]`` or ``model.backbone_name``. ``half`` stores floating tensors as
+    float16 (shipped weights: half the bytes; loading casts back to the model's dtype).
+    """
+    import torch
+
+    name = name or getattr(model, "name", "") or ""
+    if not name:
+        raise ModelError("cannot save a checkpoint of a model without a registry name (set model.name)")
+    config = dict(getattr(model, "config", {}) or {})
+    vocab = getattr(model, "vocab", None)
+    if not isinstance(vocab, Vocabulary):
+        raise ModelError(f"model '{name}' has no Vocabulary in .vocab; a checkpoint must carry its vocabulary")
+    backbone = backbone or config.get("backbone") or getattr(model, "backbone_name", None)
+    state = {}
+    for key, value in model.state_dict().items():
+        if isinstance(value, torch.Tensor):
+            value = value.detach().to("cpu")
+            if half and value.is_floating_point():
+                value = value.half()
+        state[key] = value
+    return {
+        "format_version": FORMAT_VERSION,
+        "model": str(name),
+        "config": config,
+        "vocab": vocab.to_dict(),
+        "state_dict": state,
+        "backbone": backbone,
+        "extra": dict(extra or {}),
+    }
+
+
+def save_checkpoint(path: str | Path, model: Any, extra: dict[str, Any] | None = None, **kwargs: Any) -> Path:
+    """Write ``checkpoint_dict(model, extra, **kwargs)`` to ``path`` atomically; returns the path."""
+    import torch
+
+    from ..report.atomic import atomic_write_bytes
+
+    buffer = io.BytesIO()
+    torch.save(checkpoint_dict(model, extra, **kwargs), buffer)
+    path = Path(path)
+    atomic_write_bytes(path, buffer.getvalue())
+    return path
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """The raw checkpoint dict (tensors on the CPU), checked for the keys and format version."""
+    import pickle
+
+    import torch
+
+    path = Path(path)
+    if not path.is_file():
+        raise ModelError(f"checkpoint {path} not found")
+    try:
+        data = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        raise ModelError(
+            f"{path} is not a spotdiff checkpoint that loads safely (weights_only=True refused it: "
+            f"{str(exc).splitlines()[0][:160]}); only files written by `spotdiff train` are accepted"
+        ) from exc
+    except (RuntimeError, EOFError, OSError) as exc:
+        raise ModelError(f"{path} is not a readable checkpoint ({str(exc).splitlines()[0][:160]}); "
+                         "is the file truncated or from another program?") from exc
+    if not isinstance(data, dict) or any(k not in data for k in REQUIRED_KEYS):
+        missing = [k for k in REQUIRED_KEYS if not isinstance(data, dict) or k not in data]
+        raise ModelError(f"{path} is not a spotdiff captioner checkpoint (missing {', '.join(missing)})")
+    if data["format_version"] != FORMAT_VERSION:
+        raise ModelError(
+            f"{path} has checkpoint format {data['format_version']}; this spotdiff reads format "
+            f"{FORMAT_VERSION}: upgrade spotdiff or re-train"
+        )
+    return data
+
+
+def build_captioner(name: str, config: dict[str, Any], vocab: Vocabulary, device: str = "cpu") -> Any:
+    """A fresh (untrained) captioner through the registry: the factory receives
+    ``weights=None, device=device, config=config, vocab=vocab`` and calls ``__init__(config, vocab)``."""
+    from .registry import create_captioner
+
+    return create_captioner(name, weights=None, device=device, config=dict(config), vocab=vocab)
+
+
+def resolve_checkpoint(name_or_path: str | Path | None, model: str | None = None) -> Path:
+    """A checkpoint file from what a user typed, through ``weights.resolve_weights`` (explicit
+    path -> $SPOTDIFF_WEIGHTS -> weights/ manifest -> user cache). ``model`` is the manifest kind
+    (the model name); ``name_or_path=None`` asks for the manifest's default checkpoint of ``model``
+    (what ``spotdiff caption --model ddla`` uses without ``--weights``)."""
+    from ..weights import known_weights, resolve_weights
+
+    if name_or_path is not None and Path(str(name_or_path)).expanduser().is_file():
+        return Path(str(name_or_path)).expanduser()
+    if model is None:
+        listed = [e for e in known_weights() if e.name == str(name_or_path)]
+        model = listed[0].kind if listed else "checkpoint"
+    return resolve_weights(None if name_or_path is None else str(name_or_path), kind=model)
+
+
+def load_checkpoint(path: str | Path | None, device: str = "cpu", model: str | None = None) -> tuple[Any, dict[str, Any]]:
+    """Rebuild the captioner a checkpoint describes and load its weights.
+
+    ``path`` is a file, or a name ``resolve_checkpoint`` finds (a manifest entry such as
+    ``ddla-synth``), or None with ``model`` given: the manifest's default checkpoint of that model
+    (the shipped ``weights/<model>-synth.pt``). ``model``, when given, must be the model the
+    checkpoint holds.
+    Returns ``(model, meta)``: the model on ``device`` in eval mode, and ``meta`` = the checkpoint
+    dict without ``state_dict`` (model, config, vocab, backbone, extra, path).
+    """
+    path = resolve_checkpoint(path, model)
+    data = read_checkpoint(path)
+    if model is not None and data["model"] != model:
+        raise ModelError(f"{path} holds a '{data['model']}' model, not '{model}'")
+    vocab = Vocabulary.from_dict(data["vocab"])
+    model = build_captioner(data["model"], data["config"], vocab, device)
+    try:
+        model.load_state_dict(data["state_dict"], strict=True)
+    except RuntimeError as exc:
+        raise ModelError(
+            f"checkpoint {path} does not fit model '{data['model']}' as this spotdiff builds it "
+            f"({str(exc).splitlines()[0][:200]}); was it written by another version?"
+        ) from exc
+    if hasattr(model, "to"):
+        model.to(device)
+    if hasattr(model, "eval"):
+        model.eval()
+    meta = {k: v for k, v in data.items() if k != "state_dict"}
+    meta["path"] = str(Path(path).resolve())
+    return model, meta
+
+
+def slim_checkpoint(src: str | Path, dst: str | Path, half: bool = True) -> Path:
+    """Copy a checkpoint without optimizer and RNG state (and in float16 when ``half``): what
+    ships in ``weights/``. Epoch, step and scores stay in ``extra``."""
+    import io as _io
+
+    import torch
+
+    from ..report.atomic import atomic_write_bytes
+
+    data = read_checkpoint(src)
+    data["extra"] = {k: v for k, v in data.get("extra", {}).items() if k not in ("optimizer", "rng", "scaler")}
+    if half:
+        data["state_dict"] = {k: (v.half() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+                              for k, v in data["state_dict"].items()}
+    buffer = _io.BytesIO()
+    torch.save(data, buffer)
+    atomic_write_bytes(dst, buffer.getvalue())
+    return Path(dst)

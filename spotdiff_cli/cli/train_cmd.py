@@ -1,0 +1,76 @@
+"""``spotdiff train``: train a captioner of the suite (see training/README.md)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from . import app
+from .state import errors_to_exit
+
+
+@app.command("train")
+@errors_to_exit
+def train(
+    model: Optional[str] = typer.Option(None, "--model", "-m", help="Captioner to train (see `spotdiff models`). \\[default: the recipe's]"),
+    data: Optional[str] = typer.Option(None, "--data", help="Dataset folder. \\[default: a synthetic benchmark generated once into ~/.cache/spotdiff]"),
+    recipe: Optional[str] = typer.Option(None, "--recipe", "-r", help="YAML recipe (a file, or a name in training/). \\[default: training/MODEL-synth.yaml]"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Run folder (checkpoints, log, config). \\[default: runs/MODEL-DATA, never reused]"),
+    resume: bool = typer.Option(False, "--resume", help="Continue the run in --out (or the newest default run) from last.pt."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Random seed: the same seed gives the same model. \\[default: 0]"),
+    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu or cuda. \\[default: auto]"),
+    epochs: Optional[int] = typer.Option(None, "--epochs", help="Epochs at most (early stopping may end sooner)."),
+    batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Global batch size (Spot-the-diff: 8)."),
+    lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
+    beam: Optional[int] = typer.Option(None, "--beam", help="Beam size for validation decoding. \\[default: 1, greedy]"),
+) -> None:
+    """Train a captioner; validation CIDEr picks the best checkpoint and stops training early."""
+    from ..errors import UsageError
+    from ..train.loop import train as run_training
+    from ..train.recipes import default_recipe_path, load_recipe
+    from .render import console, err_console
+
+    if model is None and recipe is None:
+        raise UsageError("say which model to train: --model NAME (e.g. ddla; see `spotdiff models`) or --recipe FILE")
+    if model is not None:
+        from ..captioners.registry import model_info
+
+        if not model_info(model).trainable:
+            raise UsageError(f"model '{model}' is not trainable (it has no learned parts); see `spotdiff models`")
+    chosen = recipe if recipe is not None else default_recipe_path(model or "", data)
+    if chosen is not None:
+        err_console.print(f"[dim]recipe: {chosen}[/]", soft_wrap=True)
+    config = load_recipe(chosen, model=model, data=data, seed=seed, device=device, epochs=epochs,
+                         batch_size=batch_size, lr=lr, beam=beam)
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                   TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True)
+    tasks: dict[str, int] = {}
+
+    def progress(stage: str, done: int, total: int) -> None:
+        if stage not in tasks:
+            for old in tasks.values():  # one bar at a time: the finished stage goes away
+                bar.remove_task(old)
+            tasks.clear()
+            tasks[stage] = bar.add_task(stage, total=total)
+        bar.update(tasks[stage], completed=done)
+
+    with bar:
+        result = run_training(config, out, resume=resume, progress=progress, log=lambda line: bar.console.print(line, highlight=False, soft_wrap=True))
+
+    best = f"{result.best_score:.4f}" if result.best_score is not None else "n/a"
+    if result.interrupted:
+        err_console.print(f"[yellow]interrupted[/] after {result.steps} steps; continue with "
+                          f"`spotdiff train --model {config.model} --out {result.out_dir} --resume`", soft_wrap=True)
+        raise typer.Exit(130)
+    how = "stopped early" if result.stopped_early else "done"
+    console.print(f"{how}: {result.epochs} epoch(s), {result.steps} steps in {result.seconds:.0f} s "
+                  f"({result.samples_per_second:.1f} samples/s); best validation CIDEr {best}")
+    if result.best_path is not None:
+        console.print(f"best checkpoint: {result.best_path}", soft_wrap=True)
+        console.print(f"[dim]use it: spotdiff caption --model {config.model} --weights {result.best_path} BEFORE AFTER[/]",
+                      soft_wrap=True)
