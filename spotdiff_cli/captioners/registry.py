@@ -29,6 +29,8 @@ class ModelInfo:
 # keeps `spotdiff models` and the default path free of torch imports.
 _FAMILY_MODULES: dict[str, str] = {
     "grounded": "spotdiff_cli.captioners.grounded",
+    **{name: "spotdiff_cli.captioners.spot_the_diff"
+       for name in ("nn", "nn-multi", "capt", "capt-masked", "capt-multi", "ddla-uniform", "ddla")},
 }
 
 _FACTORIES: dict[str, Callable[..., Captioner]] = {}

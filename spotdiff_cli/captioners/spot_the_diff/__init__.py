@@ -1,0 +1,128 @@
+"""The Spot-the-diff model family (Jhamtani & Berg-Kirkpatrick, EMNLP 2018;
+``papers/spot-the-diff-ddla-2018.txt``): ``nn``, ``nn-multi``, ``capt``, ``capt-masked``,
+``capt-multi``, ``ddla-uniform``, ``ddla``.
+
+Modules: ``common`` (pair encoder, soft-attention LSTM decoder, base class), ``neighbours``
+(nn baselines), ``capt`` (attention baselines), ``ddla`` (latent alignment model).
+
+Every model is ``cls(config, vocab)`` with ``config`` from :func:`default_config` (plain types, so
+it goes into a checkpoint as is). Through the registry::
+
+    create_captioner("ddla", vocab=vocab, channels=1280, grid=(7, 7))          # untrained
+    create_captioner("ddla", vocab=vocab, config=resolved_config)              # rebuild from a checkpoint's config
+    create_captioner("ddla", vocab=vocab, channels=16, grid=(4, 4), tiny=True)  # the test variant
+    create_captioner("ddla", weights="run/best.pt")                            # trained (captioners/checkpoint.py)
+
+Other keyword overrides replace config values (``hidden_size=256``); unknown keys are an error.
+"""
+
+from __future__ import annotations
+
+import difflib
+from typing import Any, Callable
+
+from ...errors import ModelError
+from ..registry import register_captioner
+from .capt import AttentionCaptioner, MaskedAttentionCaptioner, MultiAttentionCaptioner
+from .common import SpotTheDiffCaptioner
+from .ddla import DDLACaptioner, UniformDDLACaptioner
+from .neighbours import NearestNeighbourCaptioner, NearestNeighbourMultiCaptioner
+
+MODEL_CLASSES: dict[str, type[SpotTheDiffCaptioner]] = {
+    cls.name: cls
+    for cls in (
+        NearestNeighbourCaptioner, NearestNeighbourMultiCaptioner, AttentionCaptioner, MaskedAttentionCaptioner,
+        MultiAttentionCaptioner, UniformDDLACaptioner, DDLACaptioner,
+    )
+}
+
+_SUMMARIES = {
+    "nn": "nearest training pair by pooled before/after/difference features; copies its most typical sentence",
+    "nn-multi": "nearest training pair by pooled before/after/difference features; copies its whole description",
+    "capt": "LSTM with soft attention over both images' feature grids; one sentence",
+    "capt-masked": "capt with attention multiplied by the union of the cluster masks",
+    "capt-multi": "capt trained on the whole description (sentences joined by <sep>)",
+    "ddla-uniform": "latent cluster alignment per sentence with a uniform prior; clusters ordered by box area",
+    "ddla": "latent cluster alignment per sentence, learned log-linear prior, marginal likelihood (Spot-the-diff)",
+}
+
+# The paper gives no sizes beyond the 14x14 ResNet grid and Adam with batches of 8 (§3.2, §4); these
+# are the usual show-attend-tell values, small enough to train on one GPU in an hour.
+_DECODER_DEFAULTS: dict[str, Any] = {
+    "feature_size": 512,    # per-cell projection of [F1, F2, F2 - F1]
+    "embed_size": 256,      # word embeddings (vocabulary ~1000 words, Table 1)
+    "hidden_size": 512,     # LSTM state
+    "attention_size": 256,  # additive attention (Xu et al. 2015)
+    "dropout": 0.3,         # on embeddings, features and before the output layer
+}
+# Tiny variant for tests: a step on CPU in milliseconds.
+_TINY = {"feature_size": 16, "embed_size": 16, "hidden_size": 32, "attention_size": 16, "dropout": 0.1}
+_DDLA_DEFAULTS: dict[str, Any] = {
+    "max_count": 5,         # Spot-the-diff descriptions: 1.86 sentences on average, rarely more than 5
+    "count_weight": 0.1,    # the count head must not pull the encoder away from describing
+    "nms_iou": 0.3,         # grid masks of distinct DBSCAN clusters overlap only through smoothing
+}
+
+
+def default_config(name: str, channels: int, grid: tuple[int, int] | list[int], tiny: bool = False) -> dict[str, Any]:
+    """The resolved config of model ``name`` for backbone features (channels, h, w).
+
+    ``tiny`` gives small hidden sizes (tests). The backbone name defaults to the embedded
+    ``efficientnet_lite0``; set ``backbone`` to match the cached features you train on.
+    """
+    if name not in MODEL_CLASSES:
+        close = difflib.get_close_matches(name, list(MODEL_CLASSES), n=1)
+        raise ModelError(f"unknown Spot-the-diff model '{name}'" + (f"; did you mean '{close[0]}'?" if close else "")
+                         + f" (available: {', '.join(MODEL_CLASSES)})")
+    h, w = (int(v) for v in grid)
+    config: dict[str, Any] = {"channels": int(channels), "grid": [h, w], "backbone": "efficientnet_lite0"}
+    if name.startswith("nn"):
+        config["n_neighbors"] = 1  # the paper's single nearest pair
+        return config
+    config.update(_TINY if tiny else _DECODER_DEFAULTS)
+    if name.startswith("ddla"):
+        config.update(_DDLA_DEFAULTS)
+    return config
+
+
+def _factory(name: str) -> Callable[..., SpotTheDiffCaptioner]:
+    cls = MODEL_CLASSES[name]
+
+    def create(weights: str | None = None, device: str = "cpu", config: dict[str, Any] | None = None,
+               vocab: Any = None, **overrides: Any) -> SpotTheDiffCaptioner:
+        if weights is not None:
+            from ..checkpoint import load_checkpoint
+
+            model, _ = load_checkpoint(weights, device)
+            if model.name != name:
+                raise ModelError(f"'{weights}' holds a '{model.name}' model, not '{name}'")
+            return model
+        if vocab is None:
+            raise ModelError(f"an untrained '{name}' needs a vocabulary: create_captioner('{name}', vocab=..., "
+                             "channels=..., grid=...), or pass weights= a trained checkpoint")
+        if config is None:
+            if "channels" not in overrides or "grid" not in overrides:
+                raise ModelError(f"an untrained '{name}' needs the backbone's feature shape: channels=C, grid=(h, w)")
+            config = default_config(name, overrides.pop("channels"), overrides.pop("grid"), bool(overrides.pop("tiny", False)))
+        config = dict(config)
+        overrides.pop("tiny", None)
+        for key, value in overrides.items():
+            if key not in config:
+                close = difflib.get_close_matches(key, list(config), n=1)
+                raise ModelError(f"'{name}' has no setting '{key}'" + (f"; did you mean '{close[0]}'?" if close else "")
+                                 + f" (settings: {', '.join(config)})")
+            config[key] = list(value) if key == "grid" else value
+        return cls(config, vocab).to(device)
+
+    create.__name__ = f"create_{name.replace('-', '_')}"
+    return create
+
+
+for _name in MODEL_CLASSES:
+    register_captioner(_name, family="spot-the-diff", summary=_SUMMARIES[_name], trainable=True)(_factory(_name))
+
+__all__ = [
+    "MODEL_CLASSES", "default_config", "SpotTheDiffCaptioner", "NearestNeighbourCaptioner",
+    "NearestNeighbourMultiCaptioner", "AttentionCaptioner", "MaskedAttentionCaptioner", "MultiAttentionCaptioner",
+    "DDLACaptioner", "UniformDDLACaptioner",
+]

@@ -1,0 +1,113 @@
+"""``capt``, ``capt-masked``, ``capt-multi``: the soft-attention baselines of Spot-the-diff §4.
+
+- ``capt``: "soft attention over the input pair of images", no cluster information; trained to
+  generate a single sentence (every gold sentence of a pair is a separate target).
+- ``capt-masked``: the same, with the attention weights multiplied by "the union of all the
+  cluster masks" (renormalised; pairs without clusters attend everywhere).
+- ``capt-multi``: the target is the whole description, "the sentences concatenated in any
+  arbitrary order" — here the annotation order, joined by ``<sep>`` (``multi_tokens``); it is not
+  given the number of sentences (footnote 2), so it decides where to stop by itself.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar, Sequence
+
+import torch
+from torch import Tensor
+
+from ..vocab import Vocabulary
+from .common import (
+    PAD,
+    AttentionDecoder,
+    Batch,
+    DecoderState,
+    Generated,
+    GradientCaptioner,
+    PairEncoder,
+    run_decoder,
+    safe_masks,
+)
+
+_DECODER_KEYS = ("channels", "grid", "feature_size", "embed_size", "hidden_size", "attention_size", "dropout")
+
+
+class AttentionCaptioner(GradientCaptioner):
+    """``capt``: LSTM with soft attention over the before/after/difference grid (§4 CAPT).
+
+    Config: ``channels``, ``grid`` ([h, w]), ``feature_size``, ``embed_size``, ``hidden_size``,
+    ``attention_size``, ``dropout``, ``backbone``.
+    """
+
+    name: ClassVar[str] = "capt"
+    masked: ClassVar[bool] = False
+    multi: ClassVar[bool] = False
+    config_keys: ClassVar[tuple[str, ...]] = _DECODER_KEYS
+
+    def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
+        super().__init__(config, vocab)
+        c = self.config
+        self.encoder = PairEncoder(int(c["channels"]), int(c["feature_size"]), float(c["dropout"]))
+        self.decoder = AttentionDecoder(
+            self.vocab_size, int(c["feature_size"]), int(c["embed_size"]), int(c["hidden_size"]),
+            int(c["attention_size"]), float(c["dropout"]),
+        )
+
+    def _attention_mask(self, batch: Batch) -> Tensor | None:
+        """(B, L) union of the valid cluster masks for ``capt-masked``, None otherwise."""
+        if not self.masked:
+            return None
+        masks = batch["cluster_masks"].flatten(2) * batch["cluster_valid"][..., None].to(batch["cluster_masks"].dtype)
+        return safe_masks(masks.amax(dim=1))  # soft union: the max over clusters, per cell
+
+    def _start(self, batch: Batch, rows: Tensor) -> DecoderState:
+        """Decoder state for the pairs ``rows`` (N,) of the batch."""
+        feats, pooled = self.encoder(batch["before"], batch["after"])
+        mask = self._attention_mask(batch)
+        return self.decoder.start(feats[rows], pooled[rows], None if mask is None else mask[rows])
+
+    def _targets(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """(pair index (N,), tokens (N, T)) of every training target in the batch."""
+        if self.multi:
+            tokens = batch["multi_tokens"]
+            keep = (tokens[:, 1:] != PAD).any(dim=1)
+            rows = torch.nonzero(keep).squeeze(1)
+            return rows, tokens[rows]
+        valid = batch["sentence_valid"]
+        pair, sent = torch.nonzero(valid, as_tuple=True)
+        return pair, batch["tokens"][pair, sent]
+
+    def loss(self, batch: Batch) -> dict[str, Any]:
+        """Teacher-forced NLL of the gold sentences (or descriptions); ``loss`` is per token."""
+        batch = self._prepare(batch)
+        rows, tokens = self._targets(batch)
+        token_logp, target_mask = self.decoder.score(tokens, self._start(batch, rows))
+        nll = -token_logp.sum()
+        n_tokens = int(target_mask.sum())
+        return {"loss": nll / max(1, n_tokens), "nll": nll.detach(), "n_tokens": n_tokens}
+
+    def _generate(
+        self, batch: Batch, max_sentences: int, beam: int, max_len: int, num_sentences: Sequence[int] | None
+    ) -> list[list[Generated]]:
+        n = batch["before"].shape[0]
+        state = self._start(batch, torch.arange(n, device=batch["before"].device))
+        # A whole description is several sentences long: give it room for max_sentences of them.
+        limit = max_len * max_sentences + max_sentences - 1 if self.multi else max_len
+        ids = run_decoder(lambda toks, st: self.decoder.step(toks[:, -1], st), state, n, beam, limit, self.device)
+        if self.multi:
+            return [[Generated(s) for s in self.vocab.decode_sentences(row)[:max_sentences]] for row in ids]
+        return [[Generated(self.vocab.decode(row))] for row in ids]
+
+
+class MaskedAttentionCaptioner(AttentionCaptioner):
+    """``capt-masked``: attention × the union of the cluster masks (§4 CAPT-MASKED)."""
+
+    name: ClassVar[str] = "capt-masked"
+    masked: ClassVar[bool] = True
+
+
+class MultiAttentionCaptioner(AttentionCaptioner):
+    """``capt-multi``: the whole description as one target (§4 CAPT-MULTI)."""
+
+    name: ClassVar[str] = "capt-multi"
+    multi: ClassVar[bool] = True
