@@ -93,6 +93,7 @@ _LAZY = {
     "dataset_stats": "spotdiff_cli.data.stats",
     "prepare_dataset": "spotdiff_cli.data.cache",
     "load_dataset": "spotdiff_cli.data.readers",
+    "train": "spotdiff_cli.train.loop",
 }
 
 

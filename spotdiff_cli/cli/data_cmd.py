@@ -65,7 +65,7 @@ def synth(
 @errors_to_exit
 def stats(
     dataset: Path = typer.Argument(..., help="Dataset folder (or its annotations/ folder)."),
-    split: Optional[list[str]] = typer.Option(None, "--split", help="Split(s) to count; repeat the flag. [default: all]"),
+    split: Optional[list[str]] = typer.Option(None, "--split", help="Split(s) to count; repeat the flag. \\[default: all]"),
     format: str = typer.Option("auto", "--format", help="auto, spot-the-diff, clevr-change, image-editing-request, jsonl."),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
     markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the table as Markdown to this file."),
@@ -94,15 +94,15 @@ def stats(
 @errors_to_exit
 def prepare(
     dataset: Path = typer.Argument(..., help="Dataset folder with images."),
-    split: Optional[list[str]] = typer.Option(None, "--split", help="Split(s) to prepare; repeat the flag. [default: all]"),
+    split: Optional[list[str]] = typer.Option(None, "--split", help="Split(s) to prepare; repeat the flag. \\[default: all]"),
     backbone: Optional[str] = typer.Option(None, "--backbone", help="Also cache grid features of this backbone (e.g. efficientnet_lite0)."),
-    weights: Optional[str] = typer.Option(None, "--weights", help="Backbone weights file. [default: the bundled ones]"),
+    weights: Optional[str] = typer.Option(None, "--weights", help="Backbone weights file. \\[default: the bundled ones]"),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (backbone features)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Images per backbone batch."),
     limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N pairs of each split."),
-    format: str = typer.Option("auto", "--format", help="Dataset format. [default: auto]"),
+    format: str = typer.Option("auto", "--format", help="Dataset format. \\[default: auto]"),
     config: Optional[Path] = typer.Option(None, "--config", help="YAML with an `analysis:` section (the cache key)."),
-    input_size: Optional[int] = typer.Option(None, "--input-size", help="Resize images to this square side for the backbone. [default: the backbone's, 224]"),
+    input_size: Optional[int] = typer.Option(None, "--input-size", help="Resize images to this square side for the backbone. \\[default: the backbone's, 224]"),
 ) -> None:
     """Cache cluster masks, boxes and features (and backbone grids) so training does not recompute them.
 
@@ -140,7 +140,7 @@ def sprites(
     kind: str = typer.Option("person", "--kind", help="What moves in the clip: person, car, truck, van."),
     every: int = typer.Option(10, "--every", help="Use every N-th frame."),
     max_sprites: int = typer.Option(200, "--max", help="Stop after this many cut-outs."),
-    backgrounds_out: Optional[Path] = typer.Option(None, "--backgrounds-out", help="Folder for the empty frame <clip>.png; share it between clips. [default: OUT/backgrounds]"),
+    backgrounds_out: Optional[Path] = typer.Option(None, "--backgrounds-out", help="Folder for the empty frame <clip>.png; share it between clips. \\[default: OUT/backgrounds]"),
     threshold: float = typer.Option(40.0, "--threshold", help="RGB distance to the empty frame that counts as object."),
 ) -> None:
     """Cut object sprites and an empty background out of a fixed-camera clip (for synth --sprites/--backgrounds)."""

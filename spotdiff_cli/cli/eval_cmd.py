@@ -21,7 +21,7 @@ def evaluate(
     split: str = typer.Option("test", "--split", help="train, val or test."),
     format: str = typer.Option("auto", "--format", help="auto, spot-the-diff, clevr-change, image-editing-request, jsonl."),
     protocol: str = typer.Option("both", "--protocol", help="single, multi or both."),
-    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma list, e.g. BLEU-4,METEOR,ROUGE-L,CIDEr,CIDEr-D. [default: all but CIDEr-D]"),
+    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma list, e.g. BLEU-4,METEOR,ROUGE-L,CIDEr,CIDEr-D. \\[default: all but CIDEr-D]"),
     tokenizer: str = typer.Option("auto", "--tokenizer", help="ptb (java), python, or auto."),
     breakdown: bool = typer.Option(True, "--breakdown/--no-breakdown", help="Scores per change type and for distractors."),
     allow_partial: bool = typer.Option(False, "--allow-partial", help="Score only the pairs that have a prediction."),
@@ -29,7 +29,7 @@ def evaluate(
     device: str = typer.Option("auto", "--device", help="--model: auto, cpu or cuda."),
     sentences: int = typer.Option(5, "--sentences", "-n", help="--model: at most this many sentences per pair."),
     config: Optional[Path] = typer.Option(None, "--config", help="--model: YAML with an `analysis:` section."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for results.json/md and config.json. [default: eval/<name>-<split>]"),
+    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for results.json/md and config.json. \\[default: eval/<name>-<split>]"),
 ) -> None:
     """Score captions: BLEU-1..4, METEOR, ROUGE-L, CIDEr (single- and multi-sentence protocols)."""
     from rich.table import Table

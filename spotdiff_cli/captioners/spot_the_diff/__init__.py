@@ -90,10 +90,13 @@ def _factory(name: str) -> Callable[..., SpotTheDiffCaptioner]:
 
     def create(weights: str | None = None, device: str = "cpu", config: dict[str, Any] | None = None,
                vocab: Any = None, **overrides: Any) -> SpotTheDiffCaptioner:
-        if weights is not None:
+        if weights is not None or (vocab is None and config is None and not overrides):
+            # A checkpoint: the one given, else this model's shipped default from the weights
+            # manifest (`spotdiff caption --model ddla A B` works on a fresh machine); the
+            # lookup error names every place searched when there is none.
             from ..checkpoint import load_checkpoint
 
-            model, _ = load_checkpoint(weights, device)
+            model, _ = load_checkpoint(weights, device, model=name)
             if model.name != name:
                 raise ModelError(f"'{weights}' holds a '{model.name}' model, not '{name}'")
             return model
