@@ -115,8 +115,8 @@ def resolve_weights(name_or_path: str | None, *, kind: str, allow_download: bool
         defaults = [e for e in entries if e.kind == kind and e.default]
         if not defaults:
             raise WeightsNotFoundError(
-                f"no {kind} weights are shipped or named: train them (`spotdiff train --model {kind}`) "
-                f"and pass --weights FILE; manifests read: {', '.join(str(d / MANIFEST_NAME) for d in manifest_dirs())}"
+                f"no {kind} weights are shipped or named: pass --weights FILE (a captioner's come from "
+                f"`spotdiff train --model NAME`); manifests read: {', '.join(str(d / MANIFEST_NAME) for d in manifest_dirs())}"
             )
         name_or_path = defaults[0].name
 

@@ -82,7 +82,7 @@ def test_manifest_kind_must_match(isolated):
 def test_none_picks_the_manifest_default_of_that_kind(isolated):
     path = _write_manifest(W.REPO_WEIGHTS_DIR, "net", b"weights", kind="classifier-onnx", default=True)
     assert W.resolve_weights(None, kind="classifier-onnx") == path.resolve()
-    with pytest.raises(WeightsNotFoundError, match="no backbone weights were named"):
+    with pytest.raises(WeightsNotFoundError, match="no backbone weights are shipped or named"):
         W.resolve_weights(None, kind="backbone")
 
 
