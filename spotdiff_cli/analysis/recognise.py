@@ -196,6 +196,17 @@ def _imagenet_probs(image_rgb: np.ndarray, box: tuple[int, int, int, int]) -> np
 _NET_LOCK = threading.Lock()
 
 
+def warm_up() -> None:
+    """Load the classifier and the people detector and run one forward pass (its first one
+    allocates ~60 ms of buffers), so the first real region is fast. Safe to call from a
+    background thread while the pixel analysis runs: OpenCV releases the GIL."""
+    _hog()
+    net = _classifier_net()
+    with _NET_LOCK:
+        net.setInput(np.zeros((1, 3, _INPUT, _INPUT), np.float32))
+        net.forward()
+
+
 @lru_cache(maxsize=1)
 def _classifier_net() -> cv2.dnn.Net:
     """Load the ONNX classifier once per process (~60 ms); later calls reuse it."""

@@ -40,6 +40,10 @@ class Captioner:
     name: ClassVar[str] = ""
     trainable: ClassVar[bool] = False
 
+    def warm_up(self, options: DescribeOptions) -> None:
+        """Start slow one-off set-up (loading a recogniser) in the background so it overlaps
+        the pixel analysis; ``describe`` must work whether or not it has finished. Optional."""
+
     def describe(self, analysis: Analysis, options: DescribeOptions) -> list[Sentence]:
         """Sentences for one analysed pair, most salient first, at most ``options.max_sentences``."""
         raise NotImplementedError
