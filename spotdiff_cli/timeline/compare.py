@@ -13,7 +13,7 @@ import cv2
 import numpy as np
 
 from ..analysis import resize_for_analysis
-from ..analysis.diff import compute_change_mask, rgb_distance
+from ..analysis.diff import rgb_distance
 from ..config import AnalysisConfig, VideoConfig
 
 THUMB_SIZE = 320
@@ -54,19 +54,18 @@ def relative_to_watched(analysis: AnalysisConfig, watch: np.ndarray) -> Analysis
 
 
 def changed_share(before_thumb: np.ndarray, after_thumb: np.ndarray, watch_thumb: np.ndarray | None, analysis: AnalysisConfig) -> float:
-    """Share of (watched) thumbnail pixels that changed after lighting correction."""
+    """Share of (watched) thumbnail pixels whose blurred RGB distance exceeds delta.
+
+    Raw, without the lighting correction: the correction only ever explains differences away,
+    so a pair below the lower threshold raw is below it corrected too; and a pair where only
+    the light changed should reach the full analysis, which corrects it and reports "the
+    lighting changed". Skipping the fit here saves ~15 ms on every pair that changed.
+    """
     valid = np.ones(before_thumb.shape[:2], dtype=bool) if watch_thumb is None else watch_thumb
     if not valid.any():
         return 0.0
-    # Fast path for the common case, nothing happening (7 ms instead of 45 ms for a 320x180
-    # thumbnail): when no pixel differs by more than `delta` even before lighting correction,
-    # the median-based correction has nothing to do; it only ever explains differences away.
     raw = rgb_distance(before_thumb, after_thumb, analysis.blur_sigma)
-    raw_share = float(((raw > analysis.delta) & valid).sum()) / max(1, int(valid.sum()))
-    if raw_share == 0.0:
-        return 0.0
-    mask, _ = compute_change_mask(before_thumb, after_thumb, valid, analysis)
-    return mask.changed_fraction
+    return float(((raw > analysis.delta) & valid).sum()) / max(1, int(valid.sum()))
 
 
 class Comparator:
