@@ -45,9 +45,7 @@ def describe_pair(
     Returns a ``Report`` with the analysis, the sentences (most salient first) and timings.
     """
     analysis = (analysis or AnalysisConfig()).validate()
-    caption = caption or CaptionConfig()
-    if caption.max_sentences < 1:
-        raise UsageError("--sentences must be at least 1")
+    caption = (caption or CaptionConfig()).validate()
     timings: dict[str, float] = {}
     t0 = time.perf_counter()
     pair = make_pair(_as_frame(before, "before"), _as_frame(after, "after"))

@@ -101,6 +101,14 @@ class CaptionConfig:
     recognise: bool = True
     weights: str | None = None
 
+    def validate(self) -> "CaptionConfig":
+        device = (self.device or "").lower()
+        if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
+            raise UsageError(f"--device {self.device!r} is not one of auto, cpu, cuda (or cuda:N)")
+        if self.max_sentences < 1:
+            raise UsageError("--sentences must be at least 1")
+        return self
+
 
 @dataclass(frozen=True)
 class VideoConfig:

@@ -77,6 +77,7 @@ def test_config_file_is_applied_and_flags_win(pair, tmp_path):
         (["--delta", "-1"], 2, "--delta must be between"),
         (["--align", "sideways"], 2, "--align must be one of"),
         (["--sentences", "0"], 2, "--sentences must be at least 1"),
+        (["--device", "gpu"], 2, "is not one of auto, cpu, cuda"),
     ],
 )
 def test_bad_input_is_one_line_and_nonzero(pair, args, code, message):
