@@ -120,7 +120,9 @@ def video(
                 on_progress=progress.update,
                 on_event=on_event,
                 on_update=on_update,
-                on_error=lambda source, message: render.print_error(f"{source}: {message} (skipped)"),
+                # Messages usually start with the path already; do not say it twice.
+                on_error=lambda source, message: render.print_error(
+                    f"{message if message.startswith(source) else f'{source}: {message}'} (skipped)"),
                 resume=resume_points,
             )
         for result in finished:  # --jobs N: the worker processes cannot call on_update
