@@ -36,6 +36,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..weights import resolve_weights
+from ..geometry import box_iou
 
 Source = Literal["hog", "imagenet"]
 
@@ -251,7 +252,7 @@ def _detect_person(image_rgb: np.ndarray, box: tuple[int, int, int, int], mask: 
         total = int(m.sum())
     best = 0.0
     for (rx, ry, rw, rh), weight in zip(rects, np.asarray(weights).reshape(-1)):
-        if _iou((rx, ry, rw, rh), target) < _HOG_MIN_OVERLAP:
+        if box_iou((rx, ry, rw, rh), target) < _HOG_MIN_OVERLAP:
             continue
         if mask is not None and total > 0 and m[ry:ry + rh, rx:rx + rw].sum() < 0.5 * total:
             continue
@@ -287,10 +288,3 @@ def _crop_padded(image: np.ndarray, x: int, y: int, w: int, h: int) -> np.ndarra
     return inner
 
 
-def _iou(a: tuple[float, float, float, float], b: tuple[float, float, float, float]) -> float:
-    ax1, ay1, bx1, by1 = a[0] + a[2], a[1] + a[3], b[0] + b[2], b[1] + b[3]
-    iw = max(0.0, min(ax1, bx1) - max(a[0], b[0]))
-    ih = max(0.0, min(ay1, by1) - max(a[1], b[1]))
-    inter = iw * ih
-    union = a[2] * a[3] + b[2] * b[3] - inter
-    return inter / union if union > 0 else 0.0

@@ -25,6 +25,7 @@ from ..types import Analysis, Cluster, Sentence
 from .base import Captioner, DescribeOptions, Hint
 from .registry import register_captioner
 from .words import article, colour_name, noun_phrase, region_name, region_phrase, size_word
+from ..geometry import box_iou
 
 # A cluster is "like its surroundings" in one image and "unlike" in the other when the two
 # inpainting residuals differ by this factor and by this many Lab units (chosen on synthetic rectangles and
@@ -150,18 +151,11 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
 _HINT_IOU = 0.5
 
 
-def _iou(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
-    ix = max(0, min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0]))
-    iy = max(0, min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    return inter / max(1, a[2] * a[3] + b[2] * b[3] - inter)
-
-
 def _recognise(analysis: Analysis, reading: Reading, hints: tuple[Hint, ...] = ()) -> None:
     """Fill in the noun from the recognisers, on the image where the object is present - or
     from an earlier pair's recognition of the same place (``hints``), which costs nothing."""
-    best = max(hints, key=lambda h: _iou(h.bbox, reading.cluster.bbox), default=None)
-    if best is not None and _iou(best.bbox, reading.cluster.bbox) >= _HINT_IOU:
+    best = max(hints, key=lambda h: box_iou(h.bbox, reading.cluster.bbox), default=None)
+    if best is not None and box_iou(best.bbox, reading.cluster.bbox) >= _HINT_IOU:
         reading.noun, reading.recognised_by, reading.recognition_confidence = best.noun, best.source, best.confidence
         return
     from ..analysis.recognise import recognise

@@ -31,6 +31,7 @@ from typing import Any, Callable, Iterable
 from ..data.readers import Dataset, DatasetPair, load_dataset
 from ..errors import DataError, InputError, UsageError
 from .metrics import DEFAULT_METRICS, MetricResult, ScoringSession, python_tokenize, score_captions
+from ..geometry import box_iou
 
 PROTOCOLS = ("single", "multi")
 ALIGNMENT_IOU = 0.3
@@ -279,16 +280,6 @@ def perplexity(nll_and_tokens: Iterable[tuple[float, int]]) -> float:
     return math.exp(total_nll / total_tokens)
 
 
-def _iou(a: Box, b: Box) -> float:
-    ax, ay, aw, ah = a
-    bx, by, bw, bh = b
-    ix = max(0.0, min(ax + aw, bx + bw) - max(ax, bx))
-    iy = max(0.0, min(ay + ah, by + bh) - max(ay, by))
-    inter = ix * iy
-    union = aw * ah + bw * bh - inter
-    return inter / union if union > 0 else 0.0
-
-
 def _change_boxes(change: dict[str, Any]) -> list[Box]:
     boxes = [tuple(change[k]) for k in ("bbox_before", "bbox_after") if change.get(k)]
     if len(boxes) == 2:
@@ -300,7 +291,7 @@ def _change_boxes(change: dict[str, Any]) -> list[Box]:
 
 def alignment_hit(box: Box, change: dict[str, Any], iou: float = ALIGNMENT_IOU) -> bool:
     """Whether a predicted region is the gold change's region (see module docstring)."""
-    return any(_iou(box, gold) >= iou for gold in _change_boxes(change))
+    return any(box_iou(box, gold) >= iou for gold in _change_boxes(change))
 
 
 def alignment_precision(

@@ -30,6 +30,7 @@ import numpy as np
 from ..captioners.masks import project_masks
 from ..captioners.vocab import PAD_ID, Vocabulary, tokenize
 from ..errors import DataError
+from ..geometry import box_iou
 
 if TYPE_CHECKING:  # pragma: no cover
     import torch
@@ -92,16 +93,6 @@ def _keep_clusters(salience: np.ndarray, max_clusters: int) -> np.ndarray:
     return order[:max_clusters] if max_clusters > 0 else order
 
 
-def _iou(a: Sequence[float], b: Sequence[float]) -> float:
-    ax, ay, aw, ah = a
-    bx, by, bw, bh = b
-    ix = max(0.0, min(ax + aw, bx + bw) - max(ax, bx))
-    iy = max(0.0, min(ay + ah, by + bh) - max(ay, by))
-    inter = ix * iy
-    union = aw * ah + bw * bh - inter
-    return inter / union if union > 0 else 0.0
-
-
 def gold_clusters(changes: Sequence[dict[str, Any]], boxes: np.ndarray, n_sentences: int) -> tuple[int, ...]:
     """Sentence i describes change i (the synthetic benchmark's rule); its gold cluster is the one
     whose box (image pixels, (K, 4) x, y, w, h) best overlaps the change's before box, after box or
@@ -118,7 +109,7 @@ def gold_clusters(changes: Sequence[dict[str, Any]], boxes: np.ndarray, n_senten
             cands.append((x, y, max(x0 + w0, x1 + w1) - x, max(y0 + h0, y1 + h1) - y))
         best, best_iou = -1, GOLD_IOU
         for k, box in enumerate(boxes):
-            score = max((_iou(box, c) for c in cands), default=0.0)
+            score = max((box_iou(box, c) for c in cands), default=0.0)
             if score >= best_iou:
                 best, best_iou = k, score
         out[index] = best
