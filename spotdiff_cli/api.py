@@ -95,6 +95,8 @@ _LAZY = {
     "prepare_dataset": "spotdiff_cli.data.cache",
     "load_dataset": "spotdiff_cli.data.readers",
     "train": "spotdiff_cli.train.loop",
+    "cut_sprites": "spotdiff_cli.data.synth",
+    "write_results": "spotdiff_cli.evaluate",
 }
 
 

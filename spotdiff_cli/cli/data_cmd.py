@@ -48,7 +48,7 @@ def synth(
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
 ) -> None:
     """Generate the synthetic change benchmark (images, captions, gold alignments)."""
-    from ..data.synth import synthesize
+    from ..api import synthesize
     from .render import console
 
     bar, update = _progress("pairs")
@@ -73,7 +73,7 @@ def stats(
     """Dataset statistics as in Table 1 of the Spot-the-diff paper."""
     from rich.table import Table
 
-    from ..data.stats import dataset_stats
+    from ..api import dataset_stats
     from .render import console
 
     result = dataset_stats(dataset, split or None, format)
@@ -109,7 +109,7 @@ def prepare(
     Run it again after adding pairs or changing images or settings: valid entries are reused,
     only what changed is recomputed."""
     from ..config import AnalysisConfig, load_yaml, resolve
-    from ..data.cache import prepare_dataset
+    from ..api import prepare_dataset
     from .render import console
 
     analysis = AnalysisConfig()
@@ -144,7 +144,7 @@ def sprites(
     threshold: float = typer.Option(40.0, "--threshold", help="RGB distance to the empty frame that counts as object."),
 ) -> None:
     """Cut object sprites and an empty background out of a fixed-camera clip (for synth --sprites/--backgrounds)."""
-    from ..data.synth import cut_sprites
+    from ..api import cut_sprites
     from .render import console
 
     background, count = cut_sprites(video, out, kind=kind, every=every, max_sprites=max_sprites,

@@ -35,7 +35,7 @@ def evaluate(
     from rich.table import Table
 
     from ..errors import UsageError
-    from ..evaluate import evaluate_model, evaluate_predictions, write_results
+    from ..api import evaluate_model, evaluate_predictions, write_results
     from .render import console
 
     if (predictions is None) == (model is None):

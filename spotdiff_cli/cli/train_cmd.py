@@ -28,7 +28,7 @@ def train(
 ) -> None:
     """Train a captioner; validation CIDEr picks the best checkpoint and stops training early."""
     from ..errors import UsageError
-    from ..train.loop import train as run_training
+    from ..api import train as run_training
     from ..train.recipes import default_recipe_path, load_recipe
     from .render import console, err_console
 
