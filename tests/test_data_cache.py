@@ -29,7 +29,10 @@ def test_prepare_caches_clusters_and_reuses_them(bench: Path) -> None:
     assert k >= 1 and entry["bboxes"].shape == (k, 4) and entry["features"].shape == (k, 4)
     masks = cluster_masks(entry)
     assert masks.shape == (k, 224, 224)
-    assert masks.sum(axis=(1, 2)).tolist() == entry["n_active"].tolist() or masks.any(axis=(1, 2)).all()
+    # Each cached mask is exactly its cluster's pixels - cluster 0 (the most salient) included,
+    # which once came back as the whole background because 0 also meant "no cluster".
+    assert masks.sum(axis=(1, 2)).tolist() == entry["n_active"].tolist()
+    assert not (masks.sum(axis=0) > 1).any()
     again = prepare_dataset(bench, ["train"], config)
     assert again.computed == 0 and again.reused == 6 and not again.invalidated
 
@@ -129,3 +132,20 @@ def test_limit_run_keeps_the_grids_of_other_pairs(bench: Path, counted_backbone:
     quick = prepare_dataset(bench, ["train"], config, backbone="efficientnet_lite0", limit=2)
     assert quick.features_computed == 0
     assert load_features(bench, "train")["ids"].tolist() == [str(i) for i in range(6)]
+
+
+def test_cached_masks_equal_the_analysis_masks(bench: Path) -> None:
+    from spotdiff_cli.analysis import analyse_pair, make_pair
+    from spotdiff_cli.data import load_dataset
+    from spotdiff_cli.frames import load_image
+    from spotdiff_cli.types import Frame
+
+    config = AnalysisConfig(work_size=224)
+    prepare_dataset(bench, ["train"], config)
+    for pair in load_dataset(bench, "train").pairs[:3]:
+        result = analyse_pair(make_pair(Frame(load_image(pair.before), "b"), Frame(load_image(pair.after), "a")), config)
+        entry = load_analysis(bench, "train", pair.id)
+        cached = cluster_masks(entry)
+        assert len(cached) == len(result.clusters)
+        for mask, cluster in zip(cached, result.clusters):
+            assert np.array_equal(mask, cluster.mask), f"pair {pair.id} cluster {cluster.id}"

@@ -48,7 +48,8 @@ from ..config import AnalysisConfig, to_dict
 from ..errors import DataError
 from .readers import DatasetPair, available_splits, load_dataset
 
-CACHE_VERSION = 1
+# 2: cluster k is stored as k + 1 in the label image (version 1 lost cluster 0's mask).
+CACHE_VERSION = 2
 
 
 @dataclass
@@ -126,10 +127,12 @@ def analysis_entry(pair: DatasetPair, config: AnalysisConfig) -> dict[str, np.nd
     before, after = _load_frames(pair)
     result = analyse_pair(make_pair(before, after), config)
     h, w = result.mask.active.shape
+    # 0 is "no cluster", so cluster k is stored as k + 1 (cluster ids start at 0: storing them
+    # as they are made cluster 0 - the most salient - read back as the whole background).
     labels = np.zeros((h, w), np.uint16)
     for cluster in result.clusters:
         # Clusters do not overlap (DBSCAN labels each pixel once); later ids win if they ever do.
-        labels[cluster.mask] = cluster.id
+        labels[cluster.mask] = cluster.id + 1
     k = len(result.clusters)
     return {
         "labels": labels,
@@ -153,9 +156,11 @@ def load_analysis(root: str | Path, split: str, pair_id: str) -> dict[str, np.nd
         return {k: data[k] for k in data.files}
 
 
-def cluster_masks(entry: dict[str, np.ndarray]) -> np.ndarray:
-    """(K, H, W) bool masks from a cached label image, in the order of ``entry['ids']``."""
-    return entry["labels"][None] == entry["ids"][:, None, None].astype(np.uint16)
+def cluster_masks(entry: dict[str, np.ndarray], ids: np.ndarray | None = None) -> np.ndarray:
+    """(K, H, W) bool masks from a cached label image (cluster k stored as k + 1), in the order
+    of ``ids`` (default: all of ``entry['ids']``)."""
+    ids = entry["ids"] if ids is None else ids
+    return entry["labels"][None] == (ids.astype(np.int64) + 1)[:, None, None]
 
 
 def load_features(root: str | Path, split: str, backbone: str = "efficientnet_lite0") -> dict[str, np.ndarray]:

@@ -248,7 +248,7 @@ def load_training_data(root: str | Path, split: str, vocab: Vocabulary, backbone
     gold alignment -1.
     """
     from ..data import load_dataset
-    from ..data.cache import load_analysis, load_features
+    from ..data.cache import cluster_masks, load_analysis, load_features
 
     data = load_dataset(root, split, format, require_images=False)
     grids = load_features(root, split, backbone)
@@ -265,7 +265,7 @@ def load_training_data(root: str | Path, split: str, vocab: Vocabulary, backbone
         labels = entry["labels"]
         keep = _keep_clusters(entry["salience"], max_clusters)
         ids = entry["ids"][keep]
-        masks = labels[None] == ids[:, None, None].astype(labels.dtype)
+        masks = cluster_masks(entry, ids)
         height, width = labels.shape
         boxes = entry["bboxes"][keep].astype(np.float32) * float(entry["scale"])
         n = len(pair.annotations)
