@@ -7,6 +7,12 @@ A checkpoint is a dict of plain Python types and tensors, nothing else, so it lo
      "state_dict": {...}, "backbone": "efficientnet_lite0",
      "extra": {"epoch", "step", "best_score", "optimizer", "rng", ...}}
 
+A model trained with ``finetune_backbone: true`` carries its backbone as
+``model.finetuned_backbone = (module, BackboneInfo)`` (a plain attribute, not a submodule, so
+``state_dict`` keys stay the model's); its checkpoint then adds ``"backbone_state_dict"``, and
+``load_checkpoint`` rebuilds that backbone so ``describe`` uses it. Checkpoints without the key
+load as before (the shared pretrained backbone).
+
 ``config`` is everything the model's ``__init__(config, vocab)`` needs, so ``load_checkpoint``
 rebuilds the model by name through the registry with no other input (whisper's habit: the file
 carries its own dimensions). Writes are atomic (temp file + rename): a crash or Ctrl-C while
@@ -48,22 +54,30 @@ def checkpoint_dict(model: Any, extra: dict[str, Any] | None = None, *, name: st
     if not isinstance(vocab, Vocabulary):
         raise ModelError(f"model '{name}' has no Vocabulary in .vocab; a checkpoint must carry its vocabulary")
     backbone = backbone or config.get("backbone") or getattr(model, "backbone_name", None)
-    state = {}
-    for key, value in model.state_dict().items():
-        if isinstance(value, torch.Tensor):
-            value = value.detach().to("cpu")
-            if half and value.is_floating_point():
-                value = value.half()
-        state[key] = value
-    return {
+
+    def plain(state_dict: dict[str, Any]) -> dict[str, Any]:
+        state = {}
+        for key, value in state_dict.items():
+            if isinstance(value, torch.Tensor):
+                value = value.detach().to("cpu")
+                if half and value.is_floating_point():
+                    value = value.half()
+            state[key] = value
+        return state
+
+    data = {
         "format_version": FORMAT_VERSION,
         "model": str(name),
         "config": config,
         "vocab": vocab.to_dict(),
-        "state_dict": state,
+        "state_dict": plain(model.state_dict()),
         "backbone": backbone,
         "extra": dict(extra or {}),
     }
+    finetuned = getattr(model, "finetuned_backbone", None)
+    if finetuned is not None:
+        data["backbone_state_dict"] = plain(finetuned[0].state_dict())
+    return data
 
 
 def save_checkpoint(path: str | Path, model: Any, extra: dict[str, Any] | None = None, **kwargs: Any) -> Path:
@@ -159,9 +173,25 @@ def load_checkpoint(path: str | Path | None, device: str = "cpu", model: str | N
         model.to(device)
     if hasattr(model, "eval"):
         model.eval()
-    meta = {k: v for k, v in data.items() if k != "state_dict"}
+    if "backbone_state_dict" in data:
+        model.finetuned_backbone = load_backbone(data, device, path)
+    meta = {k: v for k, v in data.items() if k not in ("state_dict", "backbone_state_dict")}
     meta["path"] = str(Path(path).resolve())
     return model, meta
+
+
+def load_backbone(data: dict[str, Any], device: str = "cpu", path: Any = "checkpoint") -> tuple[Any, Any]:
+    """The fine-tuned backbone a checkpoint dict carries: ``(module, BackboneInfo)`` on ``device``,
+    in eval mode (architecture from ``data["backbone"]``, weights from ``backbone_state_dict``)."""
+    from .backbones import create_backbone
+
+    module, info = create_backbone(data["backbone"], pretrained=False)
+    try:
+        module.load_state_dict(data["backbone_state_dict"], strict=True)
+    except RuntimeError as exc:
+        raise ModelError(f"{path}: its fine-tuned backbone does not fit '{data['backbone']}' "
+                         f"({str(exc).splitlines()[0][:200]})") from exc
+    return module.to(device).eval(), info
 
 
 def slim_checkpoint(src: str | Path, dst: str | Path, half: bool = True) -> Path:
@@ -178,6 +208,9 @@ def slim_checkpoint(src: str | Path, dst: str | Path, half: bool = True) -> Path
     if half:
         data["state_dict"] = {k: (v.half() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
                               for k, v in data["state_dict"].items()}
+        if "backbone_state_dict" in data:
+            data["backbone_state_dict"] = {k: (v.half() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+                                           for k, v in data["backbone_state_dict"].items()}
     buffer = _io.BytesIO()
     torch.save(data, buffer)
     atomic_write_bytes(dst, buffer.getvalue())

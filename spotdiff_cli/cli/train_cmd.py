@@ -25,6 +25,7 @@ def train(
     batch_size: Optional[int] = typer.Option(None, "--batch-size", "-b", help="Global batch size (Spot-the-diff: 8)."),
     lr: Optional[float] = typer.Option(None, "--lr", help="Learning rate."),
     beam: Optional[int] = typer.Option(None, "--beam", help="Beam size for validation decoding. \\[default: 1, greedy]"),
+    finetune_backbone: Optional[bool] = typer.Option(None, "--finetune-backbone/--frozen-backbone", help="Train the backbone too (images in every batch; slower) instead of cached frozen features. \\[default: the recipe's, frozen]"),
 ) -> None:
     """Train a captioner; validation CIDEr picks the best checkpoint and stops training early."""
     from ..errors import UsageError
@@ -43,7 +44,7 @@ def train(
     if chosen is not None:
         err_console.print(f"[dim]recipe: {chosen}[/]", soft_wrap=True)
     config = load_recipe(chosen, model=model, data=data, seed=seed, device=device, epochs=epochs,
-                         batch_size=batch_size, lr=lr, beam=beam)
+                         batch_size=batch_size, lr=lr, beam=beam, finetune_backbone=finetune_backbone)
 
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
 

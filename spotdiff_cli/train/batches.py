@@ -50,10 +50,11 @@ GOLD_IOU = 0.1
 class PairInputs:
     """One pair's model inputs, before collation.
 
-    before, after: (C, h, w) float16/32 backbone grids. masks: (K, h, w) float32 projected cluster
-    masks. feats: (K, 4) float32 normalised prior features g(z). cluster_ids: (K,) analysis ids.
-    annotations: sentences per annotator. gold: per annotator, per sentence, the gold cluster
-    index (or -1); empty when unknown.
+    before, after: (C, h, w) float16/32 backbone grids, or, when fine-tuning the backbone,
+    (3, H, W) uint8 RGB images at its input size (collate names them before_images/after_images).
+    masks: (K, h, w) float32 cluster masks projected to the grid size. feats: (K, 4) float32
+    normalised prior features g(z). cluster_ids: (K,) analysis ids. annotations: sentences per
+    annotator. gold: per annotator, per sentence, the gold cluster index (or -1); empty when unknown.
     """
 
     id: str
@@ -133,7 +134,10 @@ def collate(items: Sequence[tuple[PairInputs, int | None]], vocab: Vocabulary, m
     b = len(items)
     pairs = [p for p, _ in items]
     k = max(1, max(len(p.cluster_ids) for p in pairs))
+    images = pairs[0].before.dtype == np.uint8  # fine-tuning: images, not cached grids
     c, h, w = pairs[0].before.shape
+    if images:
+        h, w = pairs[0].masks.shape[-2:]
     masks = torch.zeros(b, k, h, w)
     valid = torch.zeros(b, k, dtype=torch.bool)
     feats = torch.zeros(b, k, 4)
@@ -170,9 +174,14 @@ def collate(items: Sequence[tuple[PairInputs, int | None]], vocab: Vocabulary, m
             gold_alignment[i, j] = golds[i][j] if j < len(golds[i]) else -1
         if multi[i]:
             multi_tokens[i, : len(multi[i])] = torch.tensor(multi[i])
+    if images:
+        inputs = {"before_images": torch.from_numpy(np.stack([p.before for p in pairs])),
+                  "after_images": torch.from_numpy(np.stack([p.after for p in pairs]))}
+    else:
+        inputs = {"before": torch.from_numpy(np.stack([p.before for p in pairs]).astype(np.float32)),
+                  "after": torch.from_numpy(np.stack([p.after for p in pairs]).astype(np.float32))}
     return {
-        "before": torch.from_numpy(np.stack([p.before for p in pairs]).astype(np.float32)),
-        "after": torch.from_numpy(np.stack([p.after for p in pairs]).astype(np.float32)),
+        **inputs,
         "cluster_masks": masks,
         "cluster_valid": valid,
         "cluster_feats": feats,
@@ -208,10 +217,13 @@ class TrainingData:
     vocab: Vocabulary
     max_len: int = 25
     max_description_len: int = 80
+    grid_shape: tuple[int, int, int] | None = None  # (C, h, w) when pairs hold images (fine-tuning)
 
     @property
     def feature_shape(self) -> tuple[int, int, int]:
         """(C, h, w) of the backbone grids."""
+        if self.grid_shape is not None:
+            return self.grid_shape
         return tuple(int(x) for x in self.pairs[0].before.shape)  # type: ignore[return-value]
 
     def batch(self, examples: Sequence[tuple[int, int | None]]) -> Batch:
@@ -240,24 +252,30 @@ def training_sentences(root: str | Path, split: str = "train", format: str = "au
 
 def load_training_data(root: str | Path, split: str, vocab: Vocabulary, backbone: str = "efficientnet_lite0",
                        format: str = "auto", max_clusters: int = 10, max_len: int = 25,
-                       max_description_len: int = 80) -> TrainingData:
+                       max_description_len: int = 80, images: Any = None) -> TrainingData:
     """Read ``split`` of the dataset at ``root`` with its preprocessing cache into memory.
 
     Needs ``spotdiff data prepare ROOT --backbone BACKBONE`` to have run (the error says so).
+    ``images``: a ``BackboneInfo`` to fine-tune that backbone: pairs then hold the images, resized
+    to its input size as the cache does, (3, H, W) uint8, instead of the cached grids.
     Pairs whose analysis found no cluster keep K = 0 (a "no change" pair): their sentences have
     gold alignment -1.
     """
     from ..data import load_dataset
     from ..data.cache import cluster_masks, load_analysis, load_features
 
-    data = load_dataset(root, split, format, require_images=False)
-    grids = load_features(root, split, backbone)
-    row = {str(i): n for n, i in enumerate(grids["ids"].tolist())}
-    missing = [p.id for p in data.pairs if p.id not in row]
-    if missing:
-        raise DataError(f"{root}: {len(missing)} {split} pair(s) lack cached {backbone} features (e.g. {missing[0]}); "
-                        f"run `spotdiff data prepare {root} --backbone {backbone}`")
-    _, gh, gw = grids["before"].shape[1:]
+    data = load_dataset(root, split, format, require_images=images is not None)
+    if images is not None:
+        grids, row = {"before": None, "after": None}, {}
+        gh, gw = images.grid
+    else:
+        grids = load_features(root, split, backbone)
+        row = {str(i): n for n, i in enumerate(grids["ids"].tolist())}
+        missing = [p.id for p in data.pairs if p.id not in row]
+        if missing:
+            raise DataError(f"{root}: {len(missing)} {split} pair(s) lack cached {backbone} features (e.g. {missing[0]}); "
+                            f"run `spotdiff data prepare {root} --backbone {backbone}`")
+        _, gh, gw = grids["before"].shape[1:]
     pairs: list[PairInputs] = []
     examples: list[tuple[int, int]] = []
     for pair in data.pairs:
@@ -273,15 +291,47 @@ def load_training_data(root: str | Path, split: str, vocab: Vocabulary, backbone
         # Sentences of the gold file are indexed over non-empty sentences of each annotation; the
         # synthetic benchmark writes no empty ones, so file order and sentence order agree.
         index = len(pairs)
+        if images is not None:
+            before, after = (_resized_image(p, images.input_size) for p in (pair.before, pair.after))
+        else:
+            before, after = grids["before"][row[pair.id]], grids["after"][row[pair.id]]
         pairs.append(PairInputs(
-            id=pair.id, before=grids["before"][row[pair.id]], after=grids["after"][row[pair.id]],
+            id=pair.id, before=before, after=after,
             masks=project_masks(masks, (gh, gw)), feats=normalise_prior_features(entry["features"][keep], height, width),
             cluster_ids=tuple(int(i) for i in ids), annotations=pair.annotations, gold=gold,
         ))
         examples.extend((index, a) for a in range(n) if any(tokenize(s) for s in pair.annotations[a]))
     if not examples:
         raise DataError(f"{root}: split '{split}' has no non-empty reference sentences to train on")
-    return TrainingData(split, pairs, examples, vocab, max_len, max_description_len)
+    grid_shape = (int(images.channels), int(gh), int(gw)) if images is not None else None
+    return TrainingData(split, pairs, examples, vocab, max_len, max_description_len, grid_shape)
+
+
+def _resized_image(path: Any, size: tuple[int, int]) -> np.ndarray:
+    """(3, H, W) uint8: the image resized to the backbone's input size exactly as data/cache.py does."""
+    import cv2
+
+    from ..frames.image import load_image
+
+    height, width = size
+    return np.ascontiguousarray(cv2.resize(load_image(path), (width, height), interpolation=cv2.INTER_AREA).transpose(2, 0, 1))
+
+
+def with_grids(batch: Batch, backbone: tuple[Any, Any]) -> Batch:
+    """A fine-tuning batch (``before_images``/``after_images``, uint8) with ``before``/``after``
+    grids computed by ``backbone`` = ``(module, BackboneInfo)``, *with* gradients (normalised as
+    data/cache.py does). A batch that already has grids is returned unchanged."""
+    import torch
+
+    if "before_images" not in batch:
+        return batch
+    module, info = backbone
+    x = torch.cat([batch["before_images"], batch["after_images"]]).float().div(255)
+    mean = torch.tensor(info.mean, device=x.device).view(1, 3, 1, 1)
+    std = torch.tensor(info.std, device=x.device).view(1, 3, 1, 1)
+    before, after = module((x - mean) / std).float().chunk(2)
+    out = {k: v for k, v in batch.items() if k not in ("before_images", "after_images")}
+    return {**out, "before": before, "after": after}
 
 
 # --------------------------------------------------------------------------------------------------

@@ -7,6 +7,8 @@
     3. resume                   --resume continues from last.pt: weights, optimizer, RNG, position
     4. epochs of steps          shuffle by (seed, epoch); global batch of 8 (§4) split over processes;
                                 AMP on CUDA; gradient clipping; one log line per interval
+                                (``finetune_backbone``: batches carry images, the backbone runs in
+                                the step with gradients, at ``backbone_lr``, and is checkpointed)
     5. validate and checkpoint  CIDEr on the validation split (§4's early-stopping criterion);
                                 best.pt when it improves, last.pt every epoch; stop after
                                 ``patience`` validations without improvement
@@ -37,7 +39,7 @@ from ..captioners.vocab import Vocabulary
 from ..errors import OutputError, UsageError
 from ..report.atomic import atomic_write_text
 from . import distributed as dist
-from .batches import TrainingData, load_training_data, move_batch, training_sentences
+from .batches import TrainingData, load_training_data, move_batch, training_sentences, with_grids
 from .recipes import DEFAULT_DATASET, TrainConfig
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
@@ -93,6 +95,9 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool =
     if checkpoint is not None and checkpoint["model"] != config.model:
         raise UsageError(f"{out / 'last.pt'} is a '{checkpoint['model']}' run, not '{config.model}'; "
                          f"resume it with --model {checkpoint['model']}")
+    if checkpoint is not None and ("backbone_state_dict" in checkpoint) != config.finetune_backbone:
+        raise UsageError(f"{out / 'last.pt'} was trained with finetune_backbone: "
+                         f"{str(not config.finetune_backbone).lower()}; resume it with the same setting")
     if checkpoint is not None:
         vocab = Vocabulary.from_dict(checkpoint["vocab"])
     else:
@@ -100,6 +105,15 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool =
     say(f"data: {root} | vocabulary {len(vocab)} words (min_count {config.min_count})")
     data_args = dict(backbone=config.backbone, format=config.format, max_clusters=config.max_clusters,
                      max_len=config.max_len, max_description_len=config.max_description_len)
+    backbone = None
+    if config.finetune_backbone:  # a private copy of the backbone the cache used, to be trained
+        from ..captioners.backbones import create_backbone
+
+        with torch.random.fork_rng(devices=[]):  # building it must not shift the captioner's init
+            backbone = create_backbone(config.backbone)
+        data_args["images"] = backbone[1]
+        say(f"fine-tuning {config.backbone}: batches carry {backbone[1].input_size} images, "
+            f"backbone lr {config.resolved_backbone_lr:.2e}")
     train_data = load_training_data(root, config.train_split, vocab, **data_args)  # type: ignore[arg-type]
     val_data = load_training_data(root, config.val_split, vocab, **data_args)  # type: ignore[arg-type]
     say(f"data: {len(train_data.examples)} training examples ({len(train_data.pairs)} pairs), "
@@ -114,6 +128,13 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool =
         model = create_captioner(config.model, weights=None, device=device, vocab=vocab, channels=channels,
                                  grid=[grid_h, grid_w], backbone=config.backbone, **config.model_config)
     model.to(device)
+    if backbone is not None:
+        if checkpoint is not None and "backbone_state_dict" in checkpoint:
+            backbone[0].load_state_dict(checkpoint["backbone_state_dict"])
+        # eval(): BatchNorm keeps its pretrained statistics (batches of 8 are too small to
+        # re-estimate them); the weights still get gradients. save_checkpoint stores it from here.
+        backbone[0].to(device).eval().requires_grad_(True)
+        model.finetuned_backbone = backbone
     model_config = dict(model.config)
     seed_everything(config.seed + info.rank)  # same init everywhere, different dropout per process
     if info.is_main:
@@ -122,15 +143,24 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool =
              "world_size": info.world_size, "device": device}, indent=2) + "\n")
         atomic_write_text(out / "vocab.json", json.dumps(vocab.to_dict()) + "\n")
     if callable(getattr(model, "fit", None)) and not any(p.requires_grad for p in _parameters(model)):
+        if backbone is not None:
+            raise UsageError(f"{config.model} is not trained by gradient steps: finetune_backbone needs a model "
+                             "that is; set finetune_backbone: false")
         return _fit_once(model, config, train_data, val_data, out, info, say, notes, started)
 
     params = [p for p in model.parameters() if p.requires_grad]
     Optim = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
-    optimizer = Optim(params, lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay)
+    groups: list[Any] = params
+    if backbone is not None:  # its own group; lr_scale keeps its lr in proportion through the schedule
+        backbone_params = list(backbone[0].parameters())
+        groups = [{"params": params}, {"params": backbone_params, "lr": config.resolved_backbone_lr,
+                                       "lr_scale": config.resolved_backbone_lr / config.lr}]
+        params = params + backbone_params  # gradient clipping covers both
+    optimizer = Optim(groups, lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay)
     use_amp = config.amp and device.startswith("cuda")
     amp_dtype = torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype == torch.float16)
-    loss_module = dist.wrap_model(LossForward(model), info, device, config.ddp_find_unused)
+    loss_module = dist.wrap_model(LossForward(model, backbone), info, device, config.ddp_find_unused)
 
     steps_per_epoch = math.ceil(len(train_data.examples) / config.batch_size)
     total_steps = steps_per_epoch * config.epochs
@@ -184,7 +214,7 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool =
                 batch = move_batch(train_data.batch([train_data.examples[i] for i in local_items]), device)
                 lr = get_lr(int(state["step"]))
                 for group in optimizer.param_groups:
-                    group["lr"] = lr
+                    group["lr"] = lr * group.get("lr_scale", 1.0)
                 with torch.autocast(device_type="cuda", dtype=amp_dtype, enabled=use_amp):
                     out_loss = loss_module(batch)
                 scaler.scale(out_loss["loss"]).backward()
@@ -376,13 +406,18 @@ def prepare_out_dir(out_dir: str | Path | None, resume: bool, config: TrainConfi
 
 class LossForward(torch.nn.Module):
     """``forward(batch) = model.loss(batch)``: DDP synchronises gradients only through a module's
-    ``forward``, and the contract's entry point is ``loss``."""
+    ``forward``, and the contract's entry point is ``loss``. With a ``backbone`` (fine-tuning) the
+    batch's images go through it first, inside the step, so it gets gradients too."""
 
-    def __init__(self, model: Any) -> None:
+    def __init__(self, model: Any, backbone: tuple[Any, Any] | None = None) -> None:
         super().__init__()
         self.model = model
+        if backbone is not None:
+            self.backbone, self.backbone_info = backbone
 
     def forward(self, batch: dict[str, Any]) -> dict[str, Any]:
+        if "backbone" in self._modules:
+            batch = with_grids(batch, (self.backbone, self.backbone_info))
         return self.model.loss(batch)
 
 
@@ -404,6 +439,9 @@ def validate(model: Any, data: TrainingData, config: TrainConfig, device: str,
     with torch.no_grad():
         for index, batch in enumerate(batches):
             batch = move_batch(batch, device)
+            finetuned = getattr(model, "finetuned_backbone", None)
+            if finetuned is not None:  # fine-tuning: images -> grids with the backbone being trained
+                batch = with_grids(batch, finetuned)
             if with_nll:
                 out = model.loss(batch)
                 nll += float(out["nll"])

@@ -41,7 +41,12 @@ class TrainConfig:
     synth_seed: int = 0
     # Frozen backbone, features cached by `spotdiff data prepare` (as the papers do).
     backbone: str = "efficientnet_lite0"
-    finetune_backbone: bool = False  # not implemented yet: features are cached, see training/README.md
+    # true: batches carry images and the backbone is trained too (slower; its weights go into the
+    # checkpoint). false (the papers' way): cached grids, backbone frozen.
+    finetune_backbone: bool = False
+    # Learning rate of the backbone's parameters when fine-tuning; 0 = lr / 10 (a pretrained
+    # backbone needs smaller steps than the freshly initialised captioner). Follows lr's schedule.
+    backbone_lr: float = 0.0
     # Vocabulary from the training split; Table 1: 1000 types with >= 5 occurrences cover 97 %.
     min_count: int = 5
     max_clusters: int = 10  # most salient clusters kept per pair (DDLA decodes once per cluster, §3.3)
@@ -90,17 +95,18 @@ class TrainConfig:
             (self.beam >= 1, "beam must be at least 1"),
             (self.grad_clip >= 0, "grad_clip must be 0 (off) or positive"),
             (self.log_every >= 1, "log_every must be at least 1"),
+            (self.backbone_lr >= 0, "backbone_lr must be 0 (= lr / 10) or positive"),
             (isinstance(self.model_config, dict), "model_config must be a mapping"),
         ]
         for ok, message in checks:
             if not ok:
                 raise UsageError(message)
-        if self.finetune_backbone:
-            raise UsageError(
-                "finetune_backbone is not implemented yet: training uses cached, frozen backbone features "
-                "(as Spot-the-diff does); set finetune_backbone: false"
-            )
         return self
+
+    @property
+    def resolved_backbone_lr(self) -> float:
+        """The backbone's learning rate when fine-tuning: ``backbone_lr``, or lr / 10 when 0."""
+        return self.backbone_lr or self.lr / 10
 
     def to_dict(self) -> dict[str, Any]:
         data = to_dict(self)

@@ -252,7 +252,9 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
             return cached[1]
         from ...train.batches import batch_from_analysis, get_backbone
 
-        backbone = get_backbone(self.config.get("backbone", "efficientnet_lite0"), str(self.device))
+        # A fine-tuned backbone (checkpoint.py: load_checkpoint) wins over the shared pretrained one.
+        backbone = getattr(self, "finetuned_backbone", None) or get_backbone(
+            self.config.get("backbone", "efficientnet_lite0"), str(self.device))
         batch = batch_from_analysis(analysis, backbone, self.vocab, device=str(self.device))
         self._analysis_cache = (analysis, batch)
         return batch
