@@ -163,3 +163,14 @@ def test_eval_cli_scores_a_file_and_writes_json_and_markdown(synth_test: Path, t
     assert json.loads((out / "config.json").read_text())["split"] == "test"
     bad = CliRunner().invoke(app, ["eval", "--dataset", str(synth_test)])
     assert bad.exit_code == 2 and "exactly one of --predictions" in bad.output
+
+
+def test_empty_reference_sentences_do_not_break_scoring() -> None:
+    # Real Spot-the-diff has empty reference sentences (53 in train); scoring must not trip on
+    # them with either tokenizer path (the python one once raised KeyError: '').
+    from spotdiff_cli.evaluate.metrics import ScoringSession
+
+    session = ScoringSession("python")
+    tokens = session.tokenize({"1": ["the car is gone", ""], "2": ["", "a person appeared"]})
+    assert tokens == {"1": ["the car is gone", ""], "2": ["", "a person appeared"]}
+    session.close()

@@ -152,6 +152,7 @@ class ScoringSession:
 
     def prepare(self, captions: Iterable[str]) -> None:
         """Tokenise all ``captions`` not yet known, in one run of the tokenizer."""
+        captions = list(dict.fromkeys(captions))  # a generator would be exhausted by the first pass
         # Blank strings never reach Java: they tokenise to "" and an empty line is the one input
         # that could make PTB's output lines disagree with its input lines.
         new = [c for c in dict.fromkeys(captions) if c not in self._tokens and c.strip()]
