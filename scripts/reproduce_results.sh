@@ -15,10 +15,9 @@
 #   4. extras    DDLA multi-sentence decoding given the gold sentence count T (the paper's protocol),
 #                alignment precision on gold sentences (§5) with chance, learned prior weights and
 #                cluster-mask statistics on the 7x7 grid
-#   5. mask fix  (MASK_FIX=1, the default) the models that read cluster masks (ddla, ddla-uniform,
-#                capt-masked) again on a cache whose label images keep cluster 0 apart from the
-#                background (docs/results.md, "The cluster-0 mask bug"); out of tree, by patching
-#                spotdiff_cli.data.cache at run time. Drop this step once data/cache.py is fixed.
+#   5. (removed) the run-time cluster-0 mask fix this study used before the fix landed in
+#                data/cache.py (commit "Fix: the cache lost the most salient cluster's mask");
+#                its outputs under $WORK/maskfix/ are still read by steps 6-7 when present
 #   6. bootstrap $WORK/bootstrap.md: paired bootstrap intervals of CIDEr-D differences
 #   7. tables    $WORK/tables.md (the numbers of docs/results.md)
 set -euo pipefail
@@ -31,9 +30,6 @@ DATA=${DATA:-$WORK/synth-1000x224-seed0}
 EPOCHS=${EPOCHS:-12}                  # upper bound; patience 4 (the recipes) may stop sooner
 BUDGET_S=${BUDGET_S:-420}             # training wall-clock budget per model (7 min)
 SEED=${SEED:-0}
-MASK_FIX=${MASK_FIX:-1}
-FIX=$WORK/maskfix
-FDATA=$FIX/$(basename "$DATA")
 mkdir -p "$WORK/logs"
 
 # -- 1. data ------------------------------------------------------------------------------------
@@ -203,102 +199,6 @@ for name in ("ddla", "ddla-uniform"):
 (work / "extras.json").write_text(json.dumps(out, indent=2) + "\n")
 PY
 [ -f "$WORK/extras.json" ] || OMP_NUM_THREADS=2 "$PY" "$WORK/extras.py" "$WORK" "$DATA"
-
-# -- 5. the cluster-0 mask fix (out of tree) ----------------------------------------------------
-cat > "$WORK/mask_fix.py" <<'PY'
-"""Cluster 0's mask, fixed at run time. data/cache.py writes each cluster's pixels into the label
-image as ``cluster.id`` with 0 = background, and cluster ids start at 0: the most salient cluster of
-every pair reads back as "everything that is not another cluster" (the whole 7x7 grid). Here the
-label image stores id + 1 and is read back with background = -1.
-
-  mask_fix.py prepare ROOT                       rebuild ROOT/cache/analysis (features are reused)
-  mask_fix.py train ROOT MODEL OUT EPOCHS        training/MODEL-synth.yaml, --seed 0, CPU, 1 thread
-Imported (runpy) it only installs the patch.
-"""
-import sys
-import time
-from pathlib import Path
-
-import numpy as np
-
-import spotdiff_cli.data.cache as cache
-
-
-def fixed_entry(pair, config):
-    from spotdiff_cli.analysis import analyse_pair, make_pair
-
-    before, after = cache._load_frames(pair)
-    result = analyse_pair(make_pair(before, after), config)
-    h, w = result.mask.active.shape
-    labels = np.zeros((h, w), np.uint16)
-    for cluster in result.clusters:
-        labels[cluster.mask] = cluster.id + 1  # 0 stays the background
-    k = len(result.clusters)
-    return {
-        "labels": labels,
-        "ids": np.array([c.id for c in result.clusters], np.int32),
-        "bboxes": np.array([c.bbox for c in result.clusters], np.int32).reshape(k, 4),
-        "features": np.array([c.features for c in result.clusters], np.float32).reshape(k, 4),
-        "salience": np.array([c.salience for c in result.clusters], np.float32),
-        "n_active": np.array([c.n_active for c in result.clusters], np.int32),
-        "alignment": np.array([result.alignment.dx, result.alignment.dy], np.float32),
-        "scale": np.array(result.scale, np.float32),
-        "lighting_changed": np.array(result.mask.lighting_changed),
-    }
-
-
-_load_analysis = cache.load_analysis
-
-
-def fixed_load(root, split, pair_id):
-    entry = dict(_load_analysis(root, split, pair_id))
-    entry["labels"] = entry["labels"].astype(np.int32) - 1  # background -1, cluster k -> k
-    return entry
-
-
-cache.analysis_entry = fixed_entry
-cache.load_analysis = fixed_load
-
-if __name__ == "__main__" and sys.argv[1] == "prepare":
-    print(cache.prepare_dataset(sys.argv[2], ["train", "val", "test"], backbone="efficientnet_lite0", device="cpu"))
-elif __name__ == "__main__":
-    import torch
-
-    from spotdiff_cli.train.loop import train
-    from spotdiff_cli.train.recipes import load_recipe
-
-    root, model, out, epochs = sys.argv[2:6]
-    torch.set_num_threads(1)
-    cfg = load_recipe(f"training/{model}-synth.yaml", data=root, device="cpu", epochs=int(epochs), seed=0)
-    start = time.time()
-    result = train(cfg, out, log=lambda line: print(line, flush=True))
-    print(model, "done", round(time.time() - start), "s", result.best_score, result.epochs, flush=True)
-    Path(out + ".seconds").write_text(f"{time.time() - start:.0f}\n")
-PY
-# Only while data/cache.py still writes cluster ids as label values (the bug); after its fix the
-# as-is runs above already use correct masks and this step is skipped.
-if [ "$MASK_FIX" = 1 ] && "$PY" -c "import inspect, sys, spotdiff_cli.data.cache as c
-sys.exit(0 if 'labels[cluster.mask] = cluster.id\n' in inspect.getsource(c.analysis_entry) else 1)"; then
-  if [ ! -f "$FDATA/cache/analysis/settings.json" ]; then
-    mkdir -p "$FIX/logs" && cp -a "$DATA" "$FIX/" && rm -rf "$FDATA/cache/analysis"
-    OMP_NUM_THREADS=1 "$PY" "$WORK/mask_fix.py" prepare "$FDATA" > "$FIX/logs/prepare.log" 2>&1
-  fi
-  fixed_train() {  # MODEL EPOCHS: epoch caps = what the as-is runs completed in their 420 s here
-    local m=$1 run="$FIX/runs/$1"
-    [ -f "$run/best.pt" ] && return 0
-    rm -rf "$run"; mkdir -p "$FIX/runs" "$FIX/logs"
-    OMP_NUM_THREADS=1 "$PY" "$WORK/mask_fix.py" train "$FDATA" "$m" "$run" "$2" > "$FIX/logs/train-$m.log" 2>&1
-  }
-  fixed_train ddla 9 & fixed_train ddla-uniform 9 & wait
-  fixed_train capt-masked 12
-  for m in ddla ddla-uniform capt-masked; do  # inference (describe) builds masks from the analysis: no patch needed
-    [ -f "$FIX/eval/$m/results.json" ] || OMP_NUM_THREADS=1 "$SPOTDIFF" eval --model "$m" \
-      --weights "$FIX/runs/$m/best.pt" --dataset "$FDATA" --split test --device cpu --out "$FIX/eval/$m" \
-      > "$FIX/logs/eval-$m.log" 2>&1
-  done
-  [ -f "$FIX/extras.json" ] || OMP_NUM_THREADS=2 "$PY" -c "import runpy, sys; sys.argv = ['extras', '$FIX', '$FDATA']
-runpy.run_path('$WORK/mask_fix.py', run_name='patch'); runpy.run_path('$WORK/extras.py', run_name='__main__')"
-fi
 
 # -- 6. paired bootstrap: is a CIDEr-D difference larger than the test split's noise? ----------
 "$PY" - "$WORK" "$DATA" <<'PY' > "$WORK/bootstrap.md"
