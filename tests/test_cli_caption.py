@@ -121,3 +121,20 @@ def test_help_and_default_caption_never_import_torch(pair):
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
     assert out.stdout.strip() == "False False"
+
+
+@pytest.mark.parametrize(
+    "args,message",
+    [
+        (["caption", "a.png", "b.png", "--bogus"], "No such option: --bogus"),
+        (["caption", "a.png"], "Missing argument 'after'"),
+        (["caption", "a.png", "b.png", "--sentences", "abc"], "Invalid value for '--sentences'"),
+    ],
+)
+def test_console_script_usage_errors_are_one_line(args, message):
+    # Click's own usage errors (raised before our commands run) go through the entry point too.
+    out = subprocess.run([sys.executable, "-c", "from spotdiff_cli.cli import main; main()", *args],
+                         capture_output=True, text=True, cwd=REPO)
+    assert out.returncode == 2
+    lines = out.stderr.strip().splitlines()
+    assert len(lines) == 1 and message in lines[0] and "--help" in lines[0], out.stderr

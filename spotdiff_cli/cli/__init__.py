@@ -31,3 +31,31 @@ def _main(
 # Commands register themselves on import (one module per command).
 from . import caption_cmd, data_cmd, eval_cmd, models_cmd, train_cmd, video_cmd  # noqa: E402,F401
 
+
+
+
+def main() -> None:
+    """Console entry point: the Typer app, with Click's usage errors (unknown option, missing
+    argument, bad value type) shown as one line like every other error, exit code 2."""
+    import sys
+
+    try:  # Typer >= 0.2x vendors its own Click; older Typer uses the click package
+        from typer._click import exceptions as click_errors
+    except ImportError:  # pragma: no cover - depends on the installed Typer
+        from click import exceptions as click_errors  # type: ignore[no-redef]
+
+    try:
+        code = app(standalone_mode=False)
+    except click_errors.NoArgsIsHelpError:
+        app(args=[*sys.argv[1:], "--help"])  # a bare `spotdiff` / `spotdiff data`: the help page
+        return
+    except click_errors.ClickException as exc:
+        from .render import print_error
+
+        ctx = getattr(exc, "ctx", None)
+        hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
+        print_error(f"{exc.format_message().rstrip('.')}{hint}")
+        sys.exit(exc.exit_code)
+    except typer.Abort:
+        sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
