@@ -199,13 +199,50 @@ _NET_LOCK = threading.Lock()
 
 def warm_up() -> None:
     """Load the classifier and the people detector and run one forward pass (its first one
-    allocates ~60 ms of buffers), so the first real region is fast. Safe to call from a
-    background thread while the pixel analysis runs: OpenCV releases the GIL."""
-    _hog()
-    net = _classifier_net()
-    with _NET_LOCK:
-        net.setInput(np.zeros((1, 3, _INPUT, _INPUT), np.float32))
-        net.forward()
+    allocates ~60 ms of buffers), so the first real region is fast. Idempotent: the work is
+    done once per process, however often this is called."""
+    global _warm
+    with _WARM_LOCK:
+        if _warm:
+            return
+        _hog()
+        net = _classifier_net()
+        with _NET_LOCK:
+            net.setInput(np.zeros((1, 3, _INPUT, _INPUT), np.float32))
+            net.forward()
+        _warm = True
+
+
+def start_warm_up() -> None:
+    """Run :func:`warm_up` in a background thread, at most once per process, so it overlaps the
+    pixel analysis (OpenCV releases the GIL).
+
+    The thread is *not* a daemon, on purpose: a daemon thread still inside OpenCV when the
+    interpreter finalises is torn down by ``pthread_exit`` through C++ frames, and the C++
+    runtime answers with ``std::terminate`` - the process aborts (exit 134) after having printed
+    a perfectly good answer. A normal thread is joined by the interpreter before finalisation,
+    which costs at most the ~115 ms of the warm-up itself. A failure here is not reported: the
+    same load inside ``recognise`` raises it properly.
+    """
+    global _warm_thread
+    with _START_LOCK:
+        if _warm or _warm_thread is not None:
+            return
+
+        def load() -> None:
+            try:
+                warm_up()
+            except Exception:  # noqa: BLE001 - resurfaces, with its message, in recognise()
+                pass
+
+        _warm_thread = threading.Thread(target=load, name="spotdiff-recognisers", daemon=False)
+        _warm_thread.start()
+
+
+_WARM_LOCK = threading.Lock()  # held while warming: a second caller waits, then returns
+_START_LOCK = threading.Lock()  # held only to start the thread: never waits on the warm-up
+_warm = False
+_warm_thread: threading.Thread | None = None
 
 
 @lru_cache(maxsize=1)

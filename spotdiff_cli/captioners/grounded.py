@@ -196,21 +196,11 @@ class GroundedCaptioner(Captioner):
     name = "grounded"
 
     def warm_up(self, options: DescribeOptions) -> None:
-        """Load the recognisers in a daemon thread (~115 ms, hidden behind the analysis). A
-        failure here is not reported: the same call inside ``describe`` raises it properly."""
-        if not options.recognise:
-            return
-        import threading
+        """Start loading the recognisers (once per process; see ``recognise.start_warm_up``)."""
+        if options.recognise:
+            from ..analysis.recognise import start_warm_up
 
-        def load() -> None:
-            try:
-                from ..analysis.recognise import warm_up
-
-                warm_up()
-            except Exception:  # noqa: BLE001 - resurfaces, with its message, in describe()
-                pass
-
-        threading.Thread(target=load, name="spotdiff-recognisers", daemon=True).start()
+            start_warm_up()
 
     def describe(self, analysis: Analysis, options: DescribeOptions) -> list[Sentence]:
         height, width = analysis.pair.before.pixels.shape[:2]

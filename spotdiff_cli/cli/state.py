@@ -20,10 +20,15 @@ STATE = _State()
 
 
 def errors_to_exit(fn: F) -> F:
-    """Turn a ``SpotdiffError`` into one red line on stderr and its exit code (2 usage, 1 other).
+    """The one error boundary: every failure becomes one red line on stderr and an exit code.
 
-    With ``spotdiff --debug`` the exception propagates with its traceback. A KeyboardInterrupt
-    exits 130 quietly (writers have already flushed what was done).
+    - ``SpotdiffError``: its message (it names the problem and the fix), exit 2 for usage, 1 else.
+    - ``OSError`` that escaped the library (a full disk, a permission change mid-run): the OS's
+      words and the path, exit 1.
+    - ``KeyboardInterrupt``: "interrupted", exit 130 (writers have already flushed what was done).
+    - anything else is a bug: one line that says so and how to see the traceback, exit 1.
+
+    With ``spotdiff --debug`` the exception propagates with its traceback instead.
     """
 
     @functools.wraps(fn)
@@ -32,19 +37,32 @@ def errors_to_exit(fn: F) -> F:
 
         try:
             return fn(*args, **kwargs)
-        except SpotdiffError as exc:
-            if STATE.debug:
-                raise
-            from .render import print_error
-
-            print_error(str(exc))
-            raise typer.Exit(exc.exit_code) from None
+        except typer.Exit:
+            raise
         except KeyboardInterrupt:
             if STATE.debug:
                 raise
-            from .render import print_error
-
-            print_error("interrupted")
-            raise typer.Exit(130) from None
+            _fail("interrupted", 130)
+        except SpotdiffError as exc:
+            if STATE.debug:
+                raise
+            _fail(str(exc), exc.exit_code)
+        except OSError as exc:
+            if STATE.debug:
+                raise
+            where = f"{exc.filename}: " if exc.filename else ""
+            _fail(f"{where}{exc.strerror or exc}; check the path and its permissions (--debug shows the traceback)", 1)
+        except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
+            if STATE.debug:
+                raise
+            _fail(f"unexpected {type(exc).__name__}: {exc}; this is a bug in spotdiff - rerun with "
+                  f"`spotdiff --debug ...` and report the traceback", 1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _fail(message: str, code: int) -> None:
+    from .render import print_error
+
+    print_error(message)
+    raise typer.Exit(code) from None

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import OutputError
 from ..types import Report
-from .atomic import atomic_write_bytes
+from .atomic import atomic_write_bytes, folder_lock, write_new_folder
 from .compose import report_to_dict
 from .draw import annotated_image, mask_image
 
@@ -151,23 +151,21 @@ def write_report(
     unknown = [f for f in formats if f not in WRITERS]
     if unknown:
         raise OutputError(f"unknown report format {unknown[0]!r}: use {', '.join(WRITERS)}")
-    targets = {f"report.{fmt}": fmt for fmt in formats}
-    names = [*targets, *PICTURES, "config.yaml"]
-    existing = [n for n in names if (out / n).exists()]
-    if existing and not overwrite:
-        raise OutputError(f"{out / existing[0]} already exists; choose another --out folder or pass --overwrite")
     data = report_to_dict(report)
-    written = []
-    for name, fmt in targets.items():
-        atomic_write_bytes(out / name, WRITERS[fmt](data, report))
-        written.append(out / name)
-    for name, draw in PICTURES.items():
-        atomic_write_bytes(out / name, draw(report))
-        written.append(out / name)
+    files = {f"report.{fmt}": WRITERS[fmt](data, report) for fmt in formats}
+    files.update({name: draw(report) for name, draw in PICTURES.items()})
     # The resolved settings, reusable as `--config config.yaml` to reproduce the report.
-    atomic_write_bytes(out / "config.yaml", _yaml(report.settings))
-    written.append(out / "config.yaml")
-    return written
+    files["config.yaml"] = _yaml(report.settings)
+    if not out.exists():
+        write_new_folder(out, files)  # the common case: one rename, so a race has one winner
+    else:
+        with folder_lock(out):
+            existing = [name for name in files if (out / name).exists()]
+            if existing and not overwrite:
+                raise OutputError(f"{out / existing[0]} already exists; choose another --out folder or pass --overwrite")
+            for name, payload in files.items():
+                atomic_write_bytes(out / name, payload)
+    return [out / name for name in files]
 
 
 def _yaml(settings: dict[str, Any]) -> bytes:

@@ -1,0 +1,67 @@
+"""Running the installed ``spotdiff`` console script as a user does: a real subprocess, with its
+real exit code and a real interpreter shutdown (an in-process runner never sees either).
+
+``run_spotdiff`` fails the test when the process ends in a signal (an abort is exit 134 in a
+shell, -6 here), prints "terminate called", or shows a traceback without ``--debug``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SPOTDIFF = Path(sys.executable).parent / "spotdiff"
+
+
+def env() -> dict[str, str]:
+    environment = dict(os.environ)
+    environment.update(HF_HUB_OFFLINE="1", COLUMNS="200", NO_COLOR="1")
+    return environment
+
+
+def check_clean_exit(proc: subprocess.CompletedProcess, args: tuple[str, ...]) -> None:
+    """No signal, no C++ abort message, no traceback (unless --debug asked for one)."""
+    where = f"`spotdiff {' '.join(args)}` exit {proc.returncode}\nstderr: {proc.stderr[-2000:]}"
+    assert proc.returncode >= 0, f"ended by signal {signal.Signals(-proc.returncode).name}: {where}"
+    assert proc.returncode != 134, where
+    assert "terminate called" not in proc.stderr, where
+    if "--debug" not in args:
+        assert "Traceback" not in proc.stderr, where
+
+
+def run_spotdiff(*args: object, timeout: float = 120, cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+    """Run the console script once; assert it ended cleanly; return the finished process."""
+    assert SPOTDIFF.is_file(), f"the console script {SPOTDIFF} is not installed; run scripts/bootstrap.sh"
+    argv = tuple(str(a) for a in args)
+    proc = subprocess.run(
+        [str(SPOTDIFF), *argv], capture_output=True, text=True, timeout=timeout, cwd=cwd or REPO, env=env(),
+        stdin=subprocess.DEVNULL if input is None else None, input=input,
+    )
+    check_clean_exit(proc, argv)
+    return proc
+
+
+def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """A user's Python script, run by the venv's interpreter, checked the same way."""
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
+                          cwd=REPO, env=env(), stdin=subprocess.DEVNULL)
+    check_clean_exit(proc, ("<python script>",))
+    return proc
+
+
+def run_many(times: int, *args: object, timeout: float = 120) -> list[subprocess.CompletedProcess]:
+    """The same command ``times`` times, two at a time (a race shows up as one bad run of many)."""
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        return list(pool.map(lambda _: run_spotdiff(*args, timeout=timeout), range(times)))
+
+
+def one_error_line(proc: subprocess.CompletedProcess) -> str:
+    """The single ``error: ...`` line a bad input must produce; fails on anything longer."""
+    lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), f"exit {proc.returncode}, stderr:\n{proc.stderr}"
+    return lines[0]
