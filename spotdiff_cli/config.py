@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import types
+import typing
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeVar
@@ -141,6 +143,9 @@ class VideoConfig:
     backend: str = "auto"
     # Folders: "name" (natural sort) or "time" (EXIF date, else file time).
     sort: str = "name"
+    # Folders and file lists: frame i is at i / fps seconds (None: capture times from EXIF or
+    # the file's modification time).
+    fps: float | None = None
     jobs: int = 1
 
     def validate(self) -> "VideoConfig":
@@ -153,6 +158,7 @@ class VideoConfig:
             (self.jobs >= 1, "--jobs must be at least 1"),
             (self.backend in ("auto", "ffmpeg", "opencv"), "--backend must be auto, ffmpeg or opencv"),
             (self.sort in ("name", "time"), "--sort must be name or time"),
+            (self.fps is None or self.fps > 0, "--fps must be positive, e.g. --fps 2 for a snapshot every 0.5 s"),
         ]
         for ok, message in checks:
             if not ok:
@@ -169,21 +175,133 @@ class Settings:
 
 def _apply(obj: T, values: dict[str, Any], where: str) -> T:
     """Return ``obj`` with ``values`` applied, recursing into nested dataclasses; unknown keys
-    fail with a close-match suggestion."""
+    fail with a close-match suggestion, values of the wrong type with the key, the expected type
+    and an example (YAML reads ``delta: abc`` as a string and ``recognise: "no"`` as a true-ish
+    string: neither may slip through to fail later, or worse, silently mean something else)."""
     names = {f.name: f for f in dataclasses.fields(obj)}  # type: ignore[arg-type]
+    hints = typing.get_type_hints(type(obj))
     changes: dict[str, Any] = {}
     for key, value in values.items():
-        key_norm = key.replace("-", "_")
+        key_norm = str(key).replace("-", "_")
         if key_norm not in names:
             close = difflib.get_close_matches(key_norm, list(names), n=1)
             hint = f"; did you mean '{close[0]}'?" if close else f"; valid keys: {', '.join(names)}"
             raise UsageError(f"unknown setting '{key}' in {where}{hint}")
         current = getattr(obj, key_norm)
-        if dataclasses.is_dataclass(current) and isinstance(value, dict):
+        if dataclasses.is_dataclass(current):
+            if value is None:
+                continue
+            if not isinstance(value, dict):
+                raise UsageError(f"setting '{key_norm}' in {where} must be a mapping of settings, got "
+                                 f"{_shown(value)}; e.g. {key_norm}: {{{dataclasses.fields(current)[0].name}: ...}}")
             changes[key_norm] = _apply(current, value, f"{where}.{key_norm}")
         elif value is not None:
-            changes[key_norm] = value
+            changes[key_norm] = _typed(value, hints.get(key_norm, Any), key_norm, where, current)
     return dataclasses.replace(obj, **changes)  # type: ignore[type-var]
+
+
+class _WrongType(Exception):
+    pass
+
+
+def _typed(value: Any, hint: Any, key: str, where: str, example: Any) -> Any:
+    """``value`` checked against the annotation ``hint`` (ints widen to float, lists to tuples)."""
+    try:
+        return _convert(value, hint)
+    except _WrongType:
+        raise UsageError(
+            f"setting '{key}' in {where} must be {_type_name(hint)}, got {_shown(value)}; e.g. {key}: {_yaml_value(example)}"
+        ) from None
+
+
+def _convert(value: Any, hint: Any) -> Any:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        for arm in args:
+            try:
+                return _convert(value, arm)
+            except _WrongType:
+                continue
+        raise _WrongType
+    if hint is type(None):
+        if value is None:
+            return None
+        raise _WrongType
+    if hint is bool:
+        if isinstance(value, bool):
+            return value
+        raise _WrongType
+    if hint is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        raise _WrongType
+    if hint is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+        raise _WrongType
+    if hint is str:
+        if isinstance(value, str):
+            return value
+        raise _WrongType
+    if origin is typing.Literal:
+        if value in args:
+            return value
+        raise _WrongType
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise _WrongType
+        if len(args) == 2 and args[1] is Ellipsis:
+            return tuple(_convert(v, args[0]) for v in value)
+        if args and len(args) != len(value):
+            raise _WrongType
+        return tuple(_convert(v, a) for v, a in zip(value, args)) if args else tuple(value)
+    if origin is list or hint is list:
+        if not isinstance(value, (list, tuple)):
+            raise _WrongType
+        return [_convert(v, args[0]) for v in value] if args else list(value)
+    if origin is dict or hint is dict:
+        if not isinstance(value, dict):
+            raise _WrongType
+        return value
+    return value  # an annotation this checker does not know: trust the dataclass's own validate()
+
+
+def _type_name(hint: Any) -> str:
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return " or ".join(_type_name(a) for a in args)
+    if origin is tuple:
+        inner = _type_name(args[0]) if args else "value"
+        return f"a list of {inner} values" if not args or args[-1] is Ellipsis else f"a list of {len(args)} {inner} values"
+    if origin is list or hint is list:
+        return "a list"
+    if origin is dict or hint is dict:
+        return "a mapping"
+    if origin is typing.Literal:
+        return "one of " + ", ".join(map(repr, args))
+    return {bool: "true or false", int: "a whole number", float: "a number", str: "text", type(None): "empty"}.get(hint, str(hint))
+
+
+def _shown(value: Any) -> str:
+    text = repr(value)
+    return (text if len(text) <= 40 else text[:37] + "...") + f" ({type(value).__name__})"
+
+
+def _yaml_value(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return "[" + ", ".join(_yaml_value(v) for v in value) + "]"
+    if value is None:
+        return "null"
+    return str(value) if value != "" else "''"
+
+
+def settings_from_dict(values: dict[str, Any], where: str) -> "Settings":
+    """Settings from a plain dict (a report's or checkpoint's stored settings), type-checked."""
+    return _apply(Settings(), values, where)
 
 
 def load_yaml(path: str | Path) -> dict[str, Any]:
@@ -194,7 +312,11 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise UsageError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text()) or {}
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except UnicodeDecodeError as exc:
+        raise UsageError(f"config file {path} is not a text file (byte {exc.start} is not UTF-8); give a YAML settings file") from exc
+    except OSError as exc:
+        raise UsageError(f"config file {path} cannot be read: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         at = f" (line {line + 1})" if line is not None else ""

@@ -271,11 +271,12 @@ def test_empty_folder_and_unmatched_glob_are_input_errors(tmp_path: Path) -> Non
         open_source(str(tmp_path / "*.jpg"))
 
 
-def test_corrupt_image_in_folder_is_an_input_error(folder: Path) -> None:
+def test_corrupt_image_in_folder_is_skipped_and_reported(folder: Path) -> None:
     (folder / "img3.png").write_text("garbage")
-    with open_source(folder) as src:  # the first file is fine, so opening works
-        with pytest.raises(InputError, match="img3.png"):
-            list(src)
+    with open_source(folder) as src:  # one bad snapshot must not cost the whole folder
+        names = [Path(f.source).name for f in src]
+        assert names == ["img1.png", "img2.png", "img10.png"]
+        assert len(src.stats.skipped) == 1 and "img3.png" in src.stats.skipped[0]
 
 
 # -- real footage -----------------------------------------------------------------------------

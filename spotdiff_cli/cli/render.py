@@ -1,10 +1,16 @@
-"""All terminal output: Rich lives here and nowhere else."""
+"""All terminal output: Rich lives here and nowhere else.
+
+Every piece of text that comes from outside (paths, sentences, error messages) goes through
+``escape`` before it meets Rich markup: a file named ``br[/red].png`` must print as itself, not
+crash the renderer or paint the rest of the line.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 console = Console(highlight=False)
@@ -13,16 +19,23 @@ err_console = Console(stderr=True, highlight=False)
 
 def print_error(message: str) -> None:
     """One line, red, on stderr."""
-    err_console.print(f"[bold red]error:[/] {message}", markup=True, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+
+
+def print_skipped_source(source: str, message: str) -> None:
+    """A source that could not be read (or broke off): one line; the run goes on."""
+    # Messages usually start with the path already; do not say it twice.
+    print_error(f"{message if message.startswith(source) else f'{source}: {message}'} (skipped)"
+                if "stopped at" not in message else message)
 
 
 def print_caption_report(data: dict[str, Any], written: list[str] | None = None) -> None:
     """The sentences, numbered like the boxes in annotated.png, then where files went."""
     before, after = data["inputs"]["before"]["path"], data["inputs"]["after"]["path"]
-    console.print(f"[dim]{before} → {after}[/]")
+    console.print(f"[dim]{escape(before)} → {escape(after)}[/]")
     for s in data["sentences"]:
-        style = "dim" if s["kind"] in ("no_change",) else ""
-        console.print(f"  [bold]{s['number']}.[/] [{style}]{s['text']}[/]" if style else f"  [bold]{s['number']}.[/] {s['text']}")
+        text = escape(s["text"])
+        console.print(f"  [bold]{s['number']}.[/] [dim]{text}[/]" if s["kind"] == "no_change" else f"  [bold]{s['number']}.[/] {text}")
     al = data["alignment"]
     extras = []
     if abs(al["dx"]) >= 0.5 or abs(al["dy"]) >= 0.5:  # sub-pixel jitter is not news
@@ -30,9 +43,9 @@ def print_caption_report(data: dict[str, Any], written: list[str] | None = None)
     extras.append(f"{data['timings'].get('total', 0) * 1000:.0f} ms")
     console.print(f"[dim]  ({'; '.join(extras)})[/]")
     for note in data["notes"]:
-        console.print(f"[yellow]  note:[/] {note}")
+        console.print(f"[yellow]  note:[/] {escape(note)}")
     if written:
-        console.print(f"[dim]  wrote {', '.join(written)}[/]")
+        console.print(f"[dim]  wrote {escape(', '.join(written))}[/]")
 
 
 def print_models(rows: list[dict[str, Any]]) -> None:
@@ -42,7 +55,7 @@ def print_models(rows: list[dict[str, Any]]) -> None:
     table.add_column("trainable")
     table.add_column("what it does")
     for row in rows:
-        table.add_row(row["name"], row["family"], "yes" if row["trainable"] else "no", row["summary"])
+        table.add_row(row["name"], row["family"], "yes" if row["trainable"] else "no", escape(row["summary"]))
     console.print(table)
 
 
@@ -83,7 +96,7 @@ class _TimelineProgress:
         from ..frames.timecode import format_timecode
 
         if source not in self.tasks:
-            self.tasks[source] = self.progress.add_task(Path(source).name, total=duration or None, position="", rate="")
+            self.tasks[source] = self.progress.add_task(escape(Path(source).name), total=duration or None, position="", rate="")
             self._started[source] = time.perf_counter()
         elapsed = max(1e-6, time.perf_counter() - self._started[source])
         self.progress.update(
@@ -108,20 +121,23 @@ def print_timeline(data: dict[str, Any], out: str | None) -> None:
     table.add_column("what changed")
     table.add_column("picture", style="dim")
     for s in data["sources"]:
-        name = Path(s["source"]).name
-        if s["error"]:
-            table.add_row(name, "–", f"[red]skipped: {s['error']}[/]", "")
+        name = escape(Path(s["source"]).name)
+        if s["error"] and not s["events"] and s["complete"]:
+            table.add_row(name, "–", f"[red]skipped: {escape(s['error'])}[/]", "")
             continue
         for e in s["events"]:
             span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}–{e['end_tc']}"
-            table.add_row(name, span, e["text"], e["picture"] or "")
+            table.add_row(name, span, escape(e["text"]), escape(e["picture"] or ""))
         if not s["events"]:
             table.add_row(name, "–", "[dim]no change[/]", "")
     console.print(table)
-    totals = [f"{Path(s['source']).name}: {s['samples']} samples, {s['pairs_analysed']} analysed, {s['seconds']:.1f} s" for s in data["sources"] if not s["error"]]
+    totals = [f"{escape(Path(s['source']).name)}: {s['samples']} samples, {s['pairs_analysed']} analysed, {s['seconds']:.1f} s" for s in data["sources"] if not s["error"]]
     if totals:
         console.print("[dim]" + "; ".join(totals) + "[/]")
+    for s in data["sources"]:
+        for warning in s.get("warnings", []):
+            err_console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if out:
-        console.print(f"[dim]wrote {out}/timeline.json, .md, .csv, .html[/]")
+        console.print(f"[dim]wrote {escape(out)}/timeline.json, .md, .csv, .html[/]")
     if not data["complete"]:
         console.print("[yellow]partial: the run did not finish; rerun with --resume to continue[/]")

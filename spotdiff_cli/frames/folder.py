@@ -100,7 +100,7 @@ class ImageSequenceSource(FrameSource):
             self._times = [t for _, t in keyed]
         self.paths = files
         self.fps = fps
-        width, height = _image_size(files[0])
+        width, height = _first_size(files)
         duration = len(files) / fps if fps else None
         self.info = SourceInfo(
             name=name, kind=kind, width=width, height=height, duration=duration,
@@ -129,11 +129,17 @@ class ImageSequenceSource(FrameSource):
             return times[spec.frames]
         return super()._position(spec, what)
 
-    def _frame(self, i: int, ts: float) -> Frame:
+    def _frame(self, i: int, ts: float) -> Frame | None:
+        """File ``i`` as a Frame, or None (recorded in ``stats.skipped``) when it cannot be read:
+        one corrupt snapshot must not cost the events of the whole folder."""
         from .image import load_image
 
         self.stats.decoded += 1
-        pixels = load_image(self.paths[i])
+        try:
+            pixels = load_image(self.paths[i])
+        except InputError as exc:
+            self.stats.skipped.append(f"{exc} (skipped)")
+            return None
         self.stats.converted += 1
         return Frame(pixels=pixels, source=str(self.paths[i]), timestamp=ts, index=i)
 
@@ -148,7 +154,10 @@ class ImageSequenceSource(FrameSource):
                 if self.fps is not None:
                     return
                 continue
-            yield self._frame(i, ts)
+            frame = self._frame(i, ts)
+            if frame is None:
+                continue  # the next readable file serves the same target
+            yield frame
             if every is not None:
                 target = next_target(ts, start, every)
 
@@ -160,7 +169,19 @@ class ImageSequenceSource(FrameSource):
         for i in range(first, len(times), every):
             if end is not None and times[i] >= end - TIME_EPS:
                 return
-            yield self._frame(i, times[i])
+            frame = self._frame(i, times[i])
+            if frame is not None:
+                yield frame
+
+
+def _first_size(files: Sequence[Path]) -> tuple[int, int]:
+    """The size of the first readable image (a corrupt first file is skipped when read)."""
+    for path in files[:-1]:
+        try:
+            return _image_size(path)
+        except InputError:
+            continue
+    return _image_size(files[-1])
 
 
 def _image_size(path: Path) -> tuple[int, int]:

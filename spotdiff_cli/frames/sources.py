@@ -92,14 +92,18 @@ class DecodeStats:
         to reach a seek point (from the previous keyframe) are invisible to us and not counted.
     converted: frames turned into RGB arrays and yielded.
     seeks: container seeks (OpenCV ``set(POS_*)`` or one ffmpeg ``-ss`` run per seek).
+    skipped: one message per frame that could not be read and was passed over (a corrupt file
+        in a folder, an undecodable video frame): one bad frame never ends a source.
     """
 
     decoded: int = 0
     converted: int = 0
     seeks: int = 0
+    skipped: list[str] = field(default_factory=list)
 
     def reset(self) -> None:
         self.decoded = self.converted = self.seeks = 0
+        self.skipped.clear()
 
 
 class FrameSource(abc.ABC):

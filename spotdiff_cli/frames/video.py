@@ -167,10 +167,12 @@ class _OpenCVReader:
         self.pts = self.cap.get(self.cv2.CAP_PROP_POS_MSEC) / 1000.0
         return True
 
-    def _frame(self) -> Frame:
+    def _frame(self) -> Frame | None:
+        """The grabbed frame, or None (recorded in ``stats.skipped``) when it cannot be decoded."""
         ok, bgr = self.cap.retrieve()
         if not ok or bgr is None:
-            raise InputError(f"{self.path}: frame {self.index} could not be decoded; the file may be corrupt")
+            self.stats.skipped.append(f"{self.path}: frame {self.index} could not be decoded (skipped); the file may be corrupt")
+            return None
         self.stats.converted += 1
         rgb = self.cv2.cvtColor(bgr, self.cv2.COLOR_BGR2RGB)
         return Frame(pixels=rgb, source=str(self.path), timestamp=self.pts, index=self.index)
@@ -266,7 +268,9 @@ class _OpenCVReader:
         while True:
             if end is not None and self.pts is not None and self.pts >= end - TIME_EPS:
                 return
-            yield self._frame()
+            frame = self._frame()
+            if frame is not None:
+                yield frame
             assert self.pts is not None
             if every is None:
                 ok = self._grab()  # every frame: simply the next one
@@ -281,7 +285,9 @@ class _OpenCVReader:
         while True:
             if end is not None and self.pts is not None and self.pts >= end - TIME_EPS:
                 return
-            yield self._frame()
+            frame = self._frame()
+            if frame is not None:
+                yield frame
             wanted = self.index + every
             prev_pts, prev_index = self.pts, self.index
             if every > self.seek_threshold and self.can_seek and self.frame_seek_ok:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import csv
+import dataclasses
 import html
 import io
 import json
@@ -71,10 +72,13 @@ def timeline_to_dict(results: list, settings: dict[str, Any]) -> dict[str, Any]:
                 "pairs_analysed": r.analysed,
                 "frames_decoded": r.decoded,
                 "seconds": round(r.seconds, 3),
+                "warnings": list(r.warnings),
+                "ended_early_at": r.ended_early_at,
                 "events": [event_dict(e) for e in r.events],
                 # Events still open when this was written (a partial report): shown, and
-                # re-detected by --resume.
-                "open_events": [event_dict(e) for e in getattr(r, "pending", [])],
+                # re-detected by --resume from the checkpoint below.
+                "open_events": [event_dict(e) for e in r.pending],
+                "checkpoint": dataclasses.asdict(r.checkpoint) if r.checkpoint else None,
             }
         )
     return {
@@ -84,6 +88,43 @@ def timeline_to_dict(results: list, settings: dict[str, Any]) -> dict[str, Any]:
         "sources": sources,
         "settings": settings,
     }
+
+
+def event_from_dict(data: dict[str, Any], source: str) -> Event:
+    """The inverse of :func:`event_dict`."""
+    return Event(
+        id=int(data["id"]), source=source, start=float(data["start"]), end=float(data["end"]), text=data["text"],
+        kind=data["kind"], noun=data["noun"], boxes=tuple(tuple(b) for b in data["boxes"]),
+        frames=(float(data["frames"]["before"]), float(data["frames"]["after"])),
+        detections=int(data["detections"]), picture=data["picture"],
+    )
+
+
+def timeline_from_dict(data: dict[str, Any]) -> dict[str, Any]:
+    """The sources of a timeline dict (a finished or partial ``timeline.json``) as
+    ``SourceResult`` values by source name: what ``--resume`` continues from.
+
+    Raises OutputError when the dict is not a readable spotdiff timeline.
+    """
+    from ..timeline.pipeline import Checkpoint, SourceResult
+
+    try:
+        results = {}
+        for s in data["sources"]:
+            point = s.get("checkpoint")
+            results[s["source"]] = SourceResult(
+                source=s["source"], info=s.get("info", {}),
+                events=[event_from_dict(e, s["source"]) for e in s.get("events", [])],
+                samples=int(s.get("samples", 0)), analysed=int(s.get("pairs_analysed", 0)),
+                decoded=int(s.get("frames_decoded", 0)), processed_until=s.get("processed_until"),
+                complete=bool(s.get("complete", False)), error=s.get("error"), seconds=float(s.get("seconds", 0.0)),
+                pending=[event_from_dict(e, s["source"]) for e in s.get("open_events", [])],
+                warnings=list(s.get("warnings", [])), ended_early_at=s.get("ended_early_at"),
+                checkpoint=Checkpoint(**point) if point else None,
+            )
+        return results
+    except (KeyError, TypeError, ValueError) as exc:
+        raise OutputError(f"the timeline being resumed is damaged ({type(exc).__name__}: {exc}); start again with --overwrite") from exc
 
 
 def write_event_picture(out_dir: str | Path, source: str, event: Event, report: Report) -> str:
@@ -127,10 +168,13 @@ def write_md(data: dict[str, Any], out: Path) -> bytes:
     if not data["complete"]:
         lines += ["> **Partial report**: the run stopped before the end; `spotdiff video ... --resume` continues it.", ""]
     for s in data["sources"]:
-        lines += [f"## {Path(s['source']).name}", ""]
-        if s["error"]:
+        lines += [f"## {Path(s['source']).name}", "", f"`{s['source']}`", ""]
+        if s["error"] and not s["events"] and s["complete"]:
             lines += [f"Skipped: {s['error']}", ""]
             continue
+        if s["error"]:
+            lines += [f"> **Stopped early**: {s['error']}", ""]
+        lines += [f"> warning: {w}" for w in s.get("warnings", [])] + ([""] if s.get("warnings") else [])
         lines += ["| time | what | picture |", "|---|---|---|"]
         for e in s["events"]:
             span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}–{e['end_tc']}"
@@ -156,10 +200,13 @@ def write_html(data: dict[str, Any], out: Path) -> bytes:
     if not data["complete"]:
         parts.append("<p class=partial>Partial report: the run stopped before the end; <code>--resume</code> continues it.</p>")
     for s in data["sources"]:
-        parts.append(f"<h2>{esc(Path(s['source']).name)}</h2>")
-        if s["error"]:
+        parts.append(f"<h2>{esc(Path(s['source']).name)}</h2><p><small>{esc(s['source'])}</small></p>")
+        if s["error"] and not s["events"] and s["complete"]:
             parts.append(f"<p>Skipped: {esc(s['error'])}</p>")
             continue
+        if s["error"]:
+            parts.append(f"<p class=partial>Stopped early: {esc(s['error'])}</p>")
+        parts.extend(f"<p class=partial>Warning: {esc(w)}</p>" for w in s.get("warnings", []))
         parts.append("<table><tr><th>time</th><th>what changed</th><th>where</th></tr>")
         for e in s["events"]:
             span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}&ndash;{e['end_tc']}"

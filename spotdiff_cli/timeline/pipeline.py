@@ -8,29 +8,55 @@ write a valid partial report at any moment (Ctrl-C, a crash) - nothing here prin
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
+import cv2
 import numpy as np
 
 from ..analysis import resize_for_analysis
 from ..captioners.base import Hint
-from ..config import Settings
-from ..errors import SpotdiffError
-from ..frames.sources import open_source
+from ..config import Settings, VideoConfig
+from ..describer import PairDescriber
+from ..errors import SpotdiffError, UsageError
+from ..frames.sources import TIME_EPS, open_source
+from ..frames.timecode import format_timecode, parse_every, parse_time
 from ..types import BBox, Detection, Event, Frame, Report
 from .compare import Comparator, changed_share, relative_to_watched, resize_like, thumbnail, watched_box
 from .events import EventBuilder
-from .regions import watch_mask
+from .regions import parse_roi, watch_mask
 
 ProgressFn = Callable[[float, float | None, int], None]  # (position s, duration s or None, samples)
 EventFn = Callable[[Event, Report], str | None]  # returns the picture's file name, if written
 UpdateFn = Callable[["SourceResult"], None]
+
+
+@dataclass(frozen=True)
+class Checkpoint:
+    """A moment a run can be resumed from and give exactly what an uninterrupted run gives.
+
+    Taken after a sample at which no event was open: every event found so far is closed and
+    numbered, and the next pair carries no recognition hints. A resumed run re-reads the samples
+    from ``replay_from`` to ``at`` only to rebuild what each sample is compared with (the
+    previous sample, or the background median of the last N), then goes on normally.
+
+    at: timestamp (s) of that sample. replay_from: timestamp of the oldest sample the
+    comparison still needs. events / samples / analysed: the run's counts at that moment.
+    """
+
+    at: float
+    replay_from: float
+    events: int
+    samples: int
+    analysed: int
 
 
 @dataclass
@@ -48,6 +74,13 @@ class SourceResult:
     error: str | None = None
     seconds: float = 0.0
     pending: list[Event] = field(default_factory=list)
+    # Frames passed over, a source that ended before its stated duration, a size change: the
+    # run goes on, and the report says what it did not see.
+    warnings: list[str] = field(default_factory=list)
+    # The source ended this many seconds in, well before the duration its header states
+    # (a truncated file); None when it ended where it should.
+    ended_early_at: float | None = None
+    checkpoint: Checkpoint | None = None
 
 
 def _prefetch(frames: Iterator[Frame], depth: int = 3) -> Iterator[Frame]:
@@ -116,30 +149,36 @@ def describe_source(
     spec: Any,
     settings: Settings,
     *,
+    describer: PairDescriber | None = None,
     on_progress: ProgressFn | None = None,
     on_event: EventFn | None = None,
     on_update: UpdateFn | None = None,
-    resume_from: float | None = None,
-    first_event_id: int = 1,
+    previous: SourceResult | None = None,
     update_every: float = 2.0,
 ) -> SourceResult:
     """Describe one video / folder / file list as a list of events.
 
-    resume_from: timestamp of the last sample a previous run finished; sampling restarts there
-        (that sample only re-establishes the comparison baseline) and events are numbered from
-        ``first_event_id``.
+    describer: the pair pipeline to use (built from ``settings`` when None; pass one to share
+        its captioner across sources).
+    previous: a partial result of an earlier run of this source (``timeline_from_dict``): the
+        run continues from its last checkpoint, keeps the events found before it and returns
+        the merged result - the same events, ids and counts an uninterrupted run gives.
+    A frame that cannot be read is skipped and reported; an error that ends the source early
+    keeps every event found (``error`` set, ``complete`` False, so ``--resume`` can continue).
     """
-    from .. import api
-
     video = settings.video.validate()
     analysis = dataclasses.replace(settings.analysis, scene_fraction=video.upper).validate()
+    describer = describer or PairDescriber(analysis, settings.caption)
     name = str(spec)
-    result = SourceResult(source=name)
+    resume_at = previous.checkpoint if previous is not None else None
+    result = _continued(previous, name)
     started = time.perf_counter()
-    source = open_source(spec, backend=video.backend, sort=video.sort)
+    seconds_before = result.seconds
+    source = open_source(spec, backend=video.backend, sort=video.sort, fps=video.fps)
     try:
         info = source.info
-        result.info = {k: v for k, v in dataclasses.asdict(info).items()}
+        result.info = dataclasses.asdict(info)
+        _check_start(source, video.start, name)
         work_pixels_scale = max(info.width, info.height) / analysis.work_size if analysis.work_size and max(info.width, info.height) > analysis.work_size else 1.0
         watch = watch_mask(info.width, info.height, tuple(video.roi), video.mask)
         reference = None
@@ -148,82 +187,193 @@ def describe_source(
 
             reference = load_image(video.reference)
         comparator = Comparator(video, None)
-        builder = EventBuilder(name, info.width, info.height, video.merge_distance, video.merge_gap, first_event_id)
-        caption = settings.caption
-        start = resume_from if resume_from is not None else video.start
+        history: deque[float] = deque(maxlen=video.background_samples if video.compare == "background" else 1)
+        first_id = resume_at.events + 1 if resume_at else 1
+        builder = EventBuilder(name, info.width, info.height, video.merge_distance, video.merge_gap, first_id)
+        start = _restart_time(resume_at.replay_from, video) if resume_at else video.start
         frames = source.sample(video.every, start, video.end)
         reports: dict[float, Report] = {}
         watch_work = watch_thumb = None
         crop = (slice(None), slice(None))  # the watched area's bounding box, work pixels
         last_update = time.perf_counter()
         previous_thumb: np.ndarray | None = None
+        hints: tuple[Hint, ...] = ()
+        size: tuple[int, int] | None = None  # (h, w) of the first frame: every frame is brought to it
+        seen_skips = 0
+        index = -1
         try:
-            for index, frame in enumerate(_prefetch(frames)):
-                pixels, _ = resize_for_analysis(frame.pixels, analysis.work_size)
-                if watch is not None and watch_work is None:
-                    watch_work = resize_like(watch.astype(np.uint8), pixels) > 0
-                    crop = watched_box(watch_work)
-                    watch_thumb = resize_like(watch_work[crop].astype(np.uint8), thumbnail(pixels[crop])) > 0
-                    analysis = relative_to_watched(analysis, watch_work)
-                if reference is not None and comparator.reference is None:
-                    comparator.reference = resize_like(reference, pixels)
-                thumb = thumbnail(pixels[crop])
-                base = comparator.baseline()
-                detections: list[Detection] = []
-                timestamp = frame.timestamp or 0.0
-                if base is None or video.compare != "previous":
-                    hints = ()  # hints only carry over between consecutive pairs of one sequence
-                if base is not None and not (resume_from is not None and index == 0):
-                    base_thumb = previous_thumb if video.compare == "previous" and previous_thumb is not None else thumbnail(base[crop])
-                    if changed_share(base_thumb, thumb, watch_thumb, analysis) >= video.lower:
-                        report = api.describe_pair(base, pixels, analysis, caption, watch=watch_work, hints=hints)
-                        hints = _hints_from(report)
-                        result.analysed += 1
-                        before_time = result.processed_until if result.processed_until is not None else timestamp
-                        for sentence in report.sentences:
-                            if sentence.kind == "no_change":
-                                continue
-                            box = _sentence_box(report, sentence.cluster_ids, work_pixels_scale)
-                            detections.append(Detection(timestamp, before_time, sentence, box, str(sentence.details.get("noun", ""))))
-                        if detections:
-                            reports[timestamp] = report
-                    else:
-                        hints = ()  # the next pair's before frame is not this pair's after frame
-                comparator.push(pixels)
-                previous_thumb = thumb
-                result.samples += 1
-                result.processed_until = timestamp
-                for event in builder.add(index, detections):
-                    result.events.append(_with_picture(event, reports, on_event))
-                live = {d.time for o in builder.open for d in o.detections[:1]}
-                for t in [t for t in reports if t not in live]:
-                    del reports[t]
-                if on_progress:
-                    on_progress(timestamp, info.duration, result.samples)
-                if on_update and time.perf_counter() - last_update > update_every:
-                    result.pending = builder.pending()
-                    result.decoded = source.stats.decoded
-                    on_update(result)
-                    last_update = time.perf_counter()
+            with contextlib.closing(_prefetch(frames)) as stream:
+                for frame in stream:
+                    timestamp = frame.timestamp or 0.0
+                    pixels = frame.pixels
+                    if size is None:
+                        size = pixels.shape[:2]
+                    elif pixels.shape[:2] != size:
+                        if not any("size" in w for w in result.warnings):
+                            result.warnings.append(
+                                f"{_where(frame)} is {pixels.shape[1]}x{pixels.shape[0]}, not {size[1]}x{size[0]} like the "
+                                "first frame: frames of another size are resized to the first one's")
+                        pixels = cv2.resize(pixels, (size[1], size[0]), interpolation=cv2.INTER_AREA)
+                    pixels, _ = resize_for_analysis(pixels, analysis.work_size)
+                    if watch is not None and watch_work is None:
+                        watch_work = resize_like(watch.astype(np.uint8), pixels) > 0
+                        crop = watched_box(watch_work)
+                        watch_thumb = resize_like(watch_work[crop].astype(np.uint8), thumbnail(pixels[crop])) > 0
+                        analysis = relative_to_watched(analysis, watch_work)
+                    if reference is not None and comparator.reference is None:
+                        comparator.reference = resize_like(reference, pixels)
+                    thumb = thumbnail(pixels[crop])
+                    replaying = resume_at is not None and timestamp <= resume_at.at + TIME_EPS
+                    base = comparator.baseline()
+                    detections: list[Detection] = []
+                    if base is None or video.compare != "previous":
+                        hints = ()  # hints only carry over between consecutive pairs of one sequence
+                    if base is not None and not replaying:
+                        base_thumb = previous_thumb if video.compare == "previous" and previous_thumb is not None else thumbnail(base[crop])
+                        if changed_share(base_thumb, thumb, watch_thumb, analysis) >= video.lower:
+                            report = describer.describe(base, pixels, watch=watch_work, hints=hints, analysis=analysis)
+                            hints = _hints_from(report)
+                            result.analysed += 1
+                            before_time = result.processed_until if result.processed_until is not None else timestamp
+                            for sentence in report.sentences:
+                                if sentence.kind == "no_change":
+                                    continue
+                                box = _sentence_box(report, sentence.cluster_ids, work_pixels_scale)
+                                detections.append(Detection(timestamp, before_time, sentence, box, str(sentence.details.get("noun", ""))))
+                            if detections:
+                                reports[timestamp] = report
+                        else:
+                            hints = ()  # the next pair's before frame is not this pair's after frame
+                    comparator.push(pixels)
+                    history.append(timestamp)
+                    previous_thumb = thumb
+                    result.processed_until = timestamp
+                    if replaying:
+                        continue  # already counted by the run being resumed
+                    index += 1
+                    result.samples += 1
+                    for event in builder.add(index, detections):
+                        result.events.append(_with_picture(event, reports, on_event))
+                    live = {d.time for o in builder.open for d in o.detections[:1]}
+                    for t in [t for t in reports if t not in live]:
+                        del reports[t]
+                    if not builder.open:
+                        result.checkpoint = Checkpoint(timestamp, history[0], len(result.events), result.samples, result.analysed)
+                    if len(source.stats.skipped) > seen_skips:
+                        result.warnings.extend(source.stats.skipped[seen_skips:])
+                        seen_skips = len(source.stats.skipped)
+                    if on_progress:
+                        on_progress(timestamp, info.duration, result.samples)
+                    if on_update and time.perf_counter() - last_update > update_every:
+                        _publish(result, builder, source, started, seconds_before, on_update)
+                        last_update = time.perf_counter()
+        except SpotdiffError as exc:
+            # The source broke off (a decoder error): keep everything found, say where it
+            # stopped, and leave the result resumable.
+            result.error = f"{exc} (stopped at {format_timecode(result.processed_until or 0.0)})"
+            result.pending = builder.pending()
+            result.decoded = source.stats.decoded
+            return result
         except BaseException:
-            # Ctrl-C or an error: report the state reached first, so the partial report on
-            # disk covers every finished sample (not only those up to the last periodic
-            # update) and lists the events still open, which --resume re-detects whole.
+            # Ctrl-C or a bug: report the state reached first, so the partial report on disk
+            # covers every finished sample and lists the events still open (--resume
+            # re-detects them whole from the last checkpoint).
             if on_update is not None:
-                result.pending = builder.pending()
-                result.decoded = source.stats.decoded
-                on_update(result)
+                _publish(result, builder, source, started, seconds_before, on_update)
             raise
+        result.warnings.extend(source.stats.skipped[seen_skips:])
         for event in builder.finish():
             result.events.append(_with_picture(event, reports, on_event))
         result.events.sort(key=lambda e: (e.start, e.id))
         result.pending = []
         result.complete = True
         result.decoded = source.stats.decoded
+        _check_end(result, info.duration, video, source)
     finally:
         source.close()
-        result.seconds = time.perf_counter() - started
+        result.seconds = seconds_before + time.perf_counter() - started
     return result
+
+
+def _continued(previous: SourceResult | None, name: str) -> SourceResult:
+    """The result a run starts from: empty, or an earlier partial run cut back to its checkpoint
+    (events closed after it, and counts made after it, are found again by this run)."""
+    if previous is None:
+        return SourceResult(source=name)
+    point = previous.checkpoint
+    if point is None:  # nothing was safely finished: start over, keeping only the time spent
+        return SourceResult(source=name, seconds=previous.seconds, decoded=previous.decoded)
+    return SourceResult(
+        source=name,
+        info=previous.info,
+        events=sorted(previous.events[: point.events], key=lambda e: (e.start, e.id)),
+        samples=point.samples,
+        analysed=point.analysed,
+        decoded=previous.decoded,
+        processed_until=point.at,
+        seconds=previous.seconds,
+        warnings=list(previous.warnings),
+        checkpoint=point,
+    )
+
+
+def _restart_time(replay_from: float, video: VideoConfig) -> float:
+    """Where sampling restarts to meet ``replay_from`` again on the original sampling grid.
+
+    Samples are the first frames at or after ``start + k*every``: restarting at the grid point
+    at or before that sample (not at its own timestamp) keeps every later target where it was,
+    so the resumed run takes exactly the frames the uninterrupted one took.
+    """
+    spec = parse_every(video.every)
+    origin = parse_time(video.start, what="--start").seconds if video.start is not None else 0.0
+    if spec.seconds is None or origin is None:
+        return replay_from  # every N frames: counting restarts at that very frame
+    k = int((replay_from + TIME_EPS - origin) // spec.seconds)
+    return origin + k * spec.seconds
+
+
+def _publish(result: SourceResult, builder: EventBuilder, source: Any, started: float, before: float, on_update: UpdateFn) -> None:
+    result.pending = builder.pending()
+    result.decoded = source.stats.decoded
+    result.seconds = before + time.perf_counter() - started
+    on_update(result)
+
+
+def _where(frame: Frame) -> str:
+    if frame.index is not None and Path(frame.source).suffix.lower() not in (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"):
+        return f"frame {frame.index} ({format_timecode(frame.timestamp or 0.0)})"
+    return Path(frame.source).name
+
+
+def _check_start(source: Any, start: str | None, name: str) -> None:
+    """``--start`` at or past the end would sample nothing and report "no change": say so."""
+    duration = source.info.duration
+    if start is None or not duration:
+        return
+    seconds = source._position(parse_time(start, what="--start"), "--start")
+    if seconds >= duration - TIME_EPS:
+        raise UsageError(f"{name}: --start {start} is past the end ({format_timecode(duration)}); give an earlier --start")
+
+
+def _check_end(result: SourceResult, duration: float | None, video: VideoConfig, source: Any) -> None:
+    """A source that stops well before the duration its header states was cut short (a
+    truncated download, a recording that crashed): say when it ended instead of calling the
+    run complete as if nothing were missing."""
+    if not duration or result.processed_until is None:
+        return
+    expected = duration
+    if video.end is not None:
+        expected = min(expected, source._position(parse_time(video.end, what="--end"), "--end"))
+    spec = parse_every(video.every)
+    fps = source.info.fps or 25.0
+    step = spec.seconds if spec.seconds is not None else (spec.frames or 1) / fps
+    # The last sample lands up to one step (plus a frame) before the end in an intact file.
+    slack = max(step + 2.0 / fps, 0.02 * expected, 1.0)
+    if result.processed_until < expected - slack:
+        result.ended_early_at = result.processed_until
+        result.warnings.append(
+            f"{result.source} ended at {format_timecode(result.processed_until)}, but its header says "
+            f"{format_timecode(duration)}: the file looks truncated; nothing after that point was seen")
 
 
 def _with_picture(event: Event, reports: dict[float, Report], on_event: EventFn | None) -> Event:
@@ -241,46 +391,63 @@ def describe_sources(
     on_event: Callable[[str, Event, Report], str | None] | None = None,
     on_update: UpdateFn | None = None,
     on_error: Callable[[str, str], None] | None = None,
-    resume: dict[str, tuple[float, int]] | None = None,
+    resume: dict[str, SourceResult] | None = None,
 ) -> list[SourceResult]:
-    """Every source in turn (or in ``settings.video.jobs`` processes). A source that cannot be
-    read is reported through ``on_error`` and skipped; the others go on."""
+    """Every source in turn (or in ``settings.video.jobs`` processes), sharing one pair
+    describer. A source that cannot be read is reported through ``on_error`` and skipped; the
+    others go on. ``resume``: partial results of an earlier run, by source name (finished
+    sources are returned as they are, unfinished ones continued)."""
+    check_syntax(settings.video)
     resume = resume or {}
-    results: list[SourceResult] = []
-    if settings.video.jobs > 1 and len(specs) > 1:
-        return _describe_parallel(specs, settings, on_event, on_error, resume)
-    for spec in specs:
-        name = str(spec)
-        resume_from, first_id = resume.get(name, (None, 1))
-        try:
-            result = describe_source(
-                spec,
-                settings,
-                on_progress=(lambda pos, dur, n, _name=name: on_progress(_name, pos, dur, n)) if on_progress else None,
-                on_event=(lambda event, report, _name=name: on_event(_name, event, report)) if on_event else None,
-                on_update=on_update,
-                resume_from=resume_from,
-                first_event_id=first_id,
-            )
-        except SpotdiffError as exc:
-            result = SourceResult(source=name, error=str(exc), complete=True)
-            if on_error:
-                on_error(name, str(exc))
-        results.append(result)
-        if on_update:
-            on_update(result)
-    return results
+    todo = [s for s in specs if str(s) not in resume or not resume[str(s)].complete]
+    if settings.video.jobs > 1 and len(todo) > 1:
+        finished = {r.source: r for r in _describe_parallel(todo, settings, on_event, on_error, resume)}
+    else:
+        finished = {}
+        analysis = dataclasses.replace(settings.analysis, scene_fraction=settings.video.upper)
+        describer = PairDescriber(analysis, settings.caption)
+        for spec in todo:
+            name = str(spec)
+            try:
+                result = describe_source(
+                    spec,
+                    settings,
+                    describer=describer,
+                    on_progress=(lambda pos, dur, n, _name=name: on_progress(_name, pos, dur, n)) if on_progress else None,
+                    on_event=(lambda event, report, _name=name: on_event(_name, event, report)) if on_event else None,
+                    on_update=on_update,
+                    previous=resume.get(name),
+                )
+            except SpotdiffError as exc:
+                result = SourceResult(source=name, error=str(exc), complete=True)
+            if result.error and on_error:
+                on_error(name, result.error)
+            finished[name] = result
+            if on_update:
+                on_update(result)
+    return [finished.get(str(s)) or resume[str(s)] for s in specs]
 
 
-def _worker(spec: Any, settings: Settings, on_event: Any, resume_from: float | None, first_id: int) -> SourceResult:
+def check_syntax(video: VideoConfig) -> None:
+    """Parse the time and box syntax now: a typo in ``--every`` is the user's, reported once
+    before any source is opened (not as the same "skipped" line for every source)."""
+    video.validate()
+    parse_every(video.every)
+    for what, value in (("--start", video.start), ("--end", video.end)):
+        if value is not None:
+            parse_time(value, what=what)
+    for box in video.roi:
+        parse_roi(box)
+
+
+def _worker(spec: Any, settings: Settings, on_event: Any, previous: SourceResult | None) -> SourceResult:
     name = str(spec)
     try:
         return describe_source(
             spec,
             settings,
             on_event=(lambda event, report: on_event(name, event, report)) if on_event else None,
-            resume_from=resume_from,
-            first_event_id=first_id,
+            previous=previous,
         )
     except SpotdiffError as exc:
         return SourceResult(source=name, error=str(exc), complete=True)
@@ -292,9 +459,7 @@ def _describe_parallel(specs, settings, on_event, on_error, resume) -> list[Sour
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=settings.video.jobs) as pool:
-        futures = [
-            pool.submit(_worker, spec, settings, on_event, *resume.get(str(spec), (None, 1))) for spec in specs
-        ]
+        futures = [pool.submit(_worker, spec, settings, on_event, resume.get(str(spec))) for spec in specs]
         results = [f.result() for f in futures]
     for result in results:
         if result.error and on_error:

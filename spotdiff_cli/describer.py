@@ -1,0 +1,107 @@
+"""The per-pair pipeline, built once and called per pair: load -> align -> diff -> clusters ->
+captioner -> ``Report``.
+
+``PairDescriber`` is the one place where that chain is assembled. ``api.describe_pair`` is a
+one-shot wrapper around it; ``spotdiff video`` (``timeline/``) and ``spotdiff eval``
+(``evaluate/``) keep one describer for a whole run, so a trained captioner's checkpoint is read
+once, not once per pair.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .analysis import analyse_pair, make_pair
+from .captioners.base import DescribeOptions, Hint
+from .captioners.registry import create_captioner, model_info
+from .config import AnalysisConfig, CaptionConfig, to_dict
+from .errors import UsageError
+from .frames import load_image
+from .types import Frame, Report
+
+ImageInput = str | Path | np.ndarray | Frame
+
+
+def as_frame(image: ImageInput, name: str) -> Frame:
+    """A path, an (H, W, 3) uint8 RGB array or a Frame, as a Frame."""
+    if isinstance(image, Frame):
+        return image
+    if isinstance(image, np.ndarray):
+        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+            raise UsageError(f"{name} array must be (H, W, 3) uint8 RGB, got {image.shape} {image.dtype}")
+        return Frame(image, f"<{name} array>")
+    return Frame(load_image(image), str(image))
+
+
+class PairDescriber:
+    """Describe many pairs with one configuration and one captioner.
+
+    analysis / caption: the settings (defaults when None), validated here so a bad value fails
+    before any pixel is read. The captioner is built in the constructor: an unknown model, a
+    missing checkpoint or a corrupt one fails here, once.
+    """
+
+    def __init__(self, analysis: AnalysisConfig | None = None, caption: CaptionConfig | None = None) -> None:
+        self.analysis = (analysis or AnalysisConfig()).validate()
+        self.caption = (caption or CaptionConfig()).validate()
+        info = model_info(self.caption.model)
+        # Options a model does not use are said, not silently dropped: a user who passes
+        # --weights to the default model believes a trained model is answering.
+        if self.caption.weights and not info.trainable:
+            raise UsageError(
+                f"model '{info.name}' takes no weights, so --weights {self.caption.weights} would be ignored; "
+                "give a trained model too (--model ddla; see `spotdiff models`)"
+            )
+        self.notes: tuple[str, ...] = ()
+        if not info.needs_torch and self.caption.device.lower() not in ("auto", "cpu"):
+            self.notes = (f"model '{info.name}' runs on the CPU; --device {self.caption.device} was not used",)
+        self.captioner = create_captioner(self.caption.model, weights=self.caption.weights, device=self.caption.device)
+
+    def describe(
+        self,
+        before: ImageInput,
+        after: ImageInput,
+        *,
+        watch: np.ndarray | None = None,
+        hints: tuple[Hint, ...] = (),
+        analysis: AnalysisConfig | None = None,
+    ) -> Report:
+        """What changed from ``before`` to ``after`` (paths, (H, W, 3) uint8 RGB arrays or Frames).
+
+        watch: optional (H, W) bool of the before image's size, True where changes count.
+        hints: what earlier pairs of the same sequence recognised where (captioners.base.Hint).
+        analysis: settings for this pair only (the timeline makes thresholds relative to the
+            watched area); the describer's own when None.
+        Returns a ``Report``: the analysis, the sentences (most salient first) and timings.
+        """
+        config = analysis or self.analysis
+        timings: dict[str, float] = {}
+        t0 = time.perf_counter()
+        pair = make_pair(as_frame(before, "before"), as_frame(after, "after"))
+        timings["load"] = time.perf_counter() - t0
+        options = DescribeOptions(self.caption.max_sentences, self.caption.recognise, tuple(hints))
+        self.captioner.warm_up(options)  # overlaps the analysis below; once per process
+
+        result = analyse_pair(pair, config, watch)
+        timings.update(result.timings)
+
+        t1 = time.perf_counter()
+        sentences = self.captioner.describe(result, options)
+        timings["describe"] = time.perf_counter() - t1
+        timings["total"] = time.perf_counter() - t0
+        return Report(
+            before_path=pair.before.source,
+            after_path=pair.after.source,
+            analysis=result,
+            sentences=tuple(sentences),
+            model=self.caption.model,
+            settings={"analysis": to_dict(config), "caption": to_dict(self.caption)},
+            timings=timings,
+            notes=pair.notes + self.notes,
+            original=pair,
+        )
+
+    __call__ = describe
