@@ -78,6 +78,9 @@ class _CountingGrounded:
         self.inner = GroundedCaptioner()
         self.calls = 0
 
+    def warm_up(self, options: Any) -> None:
+        self.inner.warm_up(options)
+
     def describe(self, analysis: Any, options: Any) -> Any:
         return self.inner.describe(analysis, options)
 

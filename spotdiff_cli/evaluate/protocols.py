@@ -441,18 +441,16 @@ def evaluate_model(
     look; scores of a subset are not comparable to published ones, and the result says so).
     Alignment precision is reported when the split has gold alignments (the synthetic benchmark).
     """
-    from ..analysis import analyse_pair, make_pair
-    from ..captioners.base import DescribeOptions
-    from ..captioners.registry import create_captioner
-    from ..config import AnalysisConfig, to_dict
-    from ..frames.image import load_image
-    from ..types import Frame
+    from ..config import AnalysisConfig, CaptionConfig, to_dict
+    from ..describer import PairDescriber
 
     config = analysis or AnalysisConfig()
     data = load_dataset(dataset, split, format, require_images=True)
     pairs = list(data.pairs[:limit] if limit else data.pairs)
-    captioner = create_captioner(model, weights=weights, device=device)
-    options = DescribeOptions(max_sentences=max_sentences)
+    # The same pipeline `spotdiff caption` runs, built once for the split.
+    describer = PairDescriber(config, CaptionConfig(model=model, weights=weights, device=device,
+                                                    max_sentences=max_sentences))
+    captioner = describer.captioner
     # Perplexity needs the model's probability of the references; only models that define
     # log_likelihood (the trainable ones) can give it.
     likelihood = getattr(captioner, "log_likelihood", None)
@@ -460,10 +458,8 @@ def evaluate_model(
     aligned: dict[str, list[tuple[int | None, Box]]] = {}
     nll: list[tuple[float, int]] = []
     for index, pair in enumerate(pairs):
-        before = Frame(load_image(pair.before), str(pair.before))  # type: ignore[arg-type]
-        after = Frame(load_image(pair.after), str(pair.after))  # type: ignore[arg-type]
-        result = analyse_pair(make_pair(before, after), config)
-        sentences = captioner.describe(result, options)
+        report = describer.describe(pair.before, pair.after)  # type: ignore[arg-type]
+        result, sentences = report.analysis, report.sentences
         predictions[pair.id] = [s.text for s in sentences] or [""]
         boxes = {c.id: c.bbox for c in result.clusters}
         aligned[pair.id] = [
