@@ -111,6 +111,8 @@ def timeline_from_dict(data: dict[str, Any]) -> dict[str, Any]:
     try:
         results = {}
         for s in data["sources"]:
+            if not isinstance(s.get("source"), str):
+                raise TypeError(f"source {s.get('source')!r} is not a path")
             point = s.get("checkpoint")
             results[s["source"]] = SourceResult(
                 source=s["source"], info=s.get("info", {}),
@@ -123,7 +125,7 @@ def timeline_from_dict(data: dict[str, Any]) -> dict[str, Any]:
                 checkpoint=Checkpoint(**point) if point else None,
             )
         return results
-    except (KeyError, TypeError, ValueError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise OutputError(f"the timeline being resumed is damaged ({type(exc).__name__}: {exc}); start again with --overwrite") from exc
 
 
@@ -255,11 +257,13 @@ def check_out_dir(out_dir: str | Path, resume: bool, overwrite: bool) -> dict[st
         if not existing.is_file():
             raise OutputError(f"--resume: {existing} not found; run without --resume first")
         try:
-            data = json.loads(existing.read_text())
-        except json.JSONDecodeError as exc:
-            raise OutputError(f"--resume: {existing} is not valid JSON ({exc.msg}); start again with --overwrite") from exc
-        if data.get("schema") != SCHEMA:
-            raise OutputError(f"--resume: {existing} is not a spotdiff timeline ({data.get('schema')!r})")
+            data = json.loads(existing.read_text(encoding="utf-8"))
+        except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
+            raise OutputError(f"--resume: {existing} is not valid JSON ({why}); start again with --overwrite") from exc
+        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
+            raise OutputError(f"--resume: {existing} is not a spotdiff timeline ({schema!r}); start again with --overwrite")
         return data
     if existing.exists() and not overwrite:
         raise OutputError(f"{existing} already exists; use --resume to continue it, --overwrite to start again, or another --out")
