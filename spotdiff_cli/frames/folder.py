@@ -30,7 +30,7 @@ from typing import Literal
 
 from ..errors import InputError, UsageError
 from ..types import Frame
-from .sources import TIME_EPS, FrameSource, SourceInfo, next_target
+from .base import TIME_EPS, FrameSource, SourceInfo, next_target
 from .timecode import TimeSpec
 
 __all__ = ["ImageSequenceSource", "open_folder", "open_glob", "open_files", "natural_key", "capture_time", "IMAGE_SUFFIXES"]

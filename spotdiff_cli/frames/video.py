@@ -35,7 +35,7 @@ import numpy as np
 
 from ..errors import InputError, UsageError
 from ..types import Frame
-from .sources import TIME_EPS, DecodeStats, FrameSource, SourceInfo, next_target
+from .base import TIME_EPS, DecodeStats, FrameSource, SourceInfo, next_target
 
 __all__ = ["VideoSource", "Backend", "find_ffmpeg", "available_backends"]
 
