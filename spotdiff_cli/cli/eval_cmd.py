@@ -32,11 +32,9 @@ def evaluate(
     out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for results.json/md and config.json. \\[default: eval/<name>-<split>]"),
 ) -> None:
     """Score captions: BLEU-1..4, METEOR, ROUGE-L, CIDEr (single- and multi-sentence protocols)."""
-    from rich.table import Table
-
-    from ..errors import UsageError
     from ..api import evaluate_model, evaluate_predictions, write_results
-    from .render import console
+    from ..errors import UsageError
+    from . import render
 
     if (predictions is None) == (model is None):
         raise UsageError("give exactly one of --predictions FILE or --model NAME")
@@ -59,33 +57,4 @@ def evaluate(
         name = model  # type: ignore[assignment]
     folder = out or Path("eval") / f"{name}-{split}"
     paths = write_results(result, folder)
-
-    for proto in protocols:
-        rows = [r for r in result.results if r.protocol == proto]
-        names = list(dict.fromkeys(m for r in rows for m in r.scores))
-        table = Table(title=f"{proto}-sentence protocol: {name} on {split} ({result.n_pairs} pairs)", title_justify="left")
-        table.add_column("group")
-        table.add_column("pairs", justify="right")
-        for m in names:
-            table.add_column(m, justify="right")
-        if proto == "multi":
-            table.add_column("LenRatio", justify="right")
-        for r in rows:
-            cells = [f"{r.scores[m]:.4f}" if m in r.scores else "-" for m in names]
-            if proto == "multi":
-                cells.append(f"{r.len_ratio:.3f}" if r.len_ratio is not None else "-")
-            table.add_row(r.group, str(r.n_pairs), *cells)
-        console.print(table)
-    if result.perplexity is not None:
-        console.print(f"perplexity: {result.perplexity:.3f}")
-    elif result.perplexity_note:
-        # Say n/a rather than print nothing: a missing line reads like a forgotten metric.
-        console.print(f"perplexity: n/a ({result.perplexity_note})")
-    if result.alignment_precision is not None:
-        console.print(f"alignment precision: {result.alignment_precision:.3f} ({result.alignment_count} alignments)")
-    skipped = {k: v for r in result.results for k, v in r.skipped.items()}
-    for metric, why in skipped.items():
-        console.print(f"[dim]not computed: {metric}: {why}[/]")
-    for note in result.notes:
-        console.print(f"[yellow]note:[/] {note}")
-    console.print(f"[dim]wrote {paths['json']}, {paths['markdown']}, {paths['config']}[/]")
+    render.print_eval_result(result, name, split, protocols, paths)

@@ -141,3 +141,38 @@ def print_timeline(data: dict[str, Any], out: str | None) -> None:
         console.print(f"[dim]wrote {escape(out)}/timeline.json, .md, .csv, .html[/]")
     if not data["complete"]:
         console.print("[yellow]partial: the run did not finish; rerun with --resume to continue[/]")
+
+
+def print_eval_result(result: Any, name: str, split: str, protocols: tuple[str, ...], paths: dict[str, Any]) -> None:
+    """One table per protocol (groups x metrics, LenRatio for multi), then perplexity,
+    alignment precision, what was not computed and why, and where the files went."""
+    for proto in protocols:
+        rows = [r for r in result.results if r.protocol == proto]
+        names = list(dict.fromkeys(m for r in rows for m in r.scores))
+        table = Table(title=f"{proto}-sentence protocol: {escape(name)} on {escape(split)} ({result.n_pairs} pairs)",
+                      title_justify="left")
+        table.add_column("group")
+        table.add_column("pairs", justify="right")
+        for m in names:
+            table.add_column(m, justify="right")
+        if proto == "multi":
+            table.add_column("LenRatio", justify="right")
+        for r in rows:
+            cells = [f"{r.scores[m]:.4f}" if m in r.scores else "-" for m in names]
+            if proto == "multi":
+                cells.append(f"{r.len_ratio:.3f}" if r.len_ratio is not None else "-")
+            table.add_row(escape(r.group), str(r.n_pairs), *cells)
+        console.print(table)
+    if result.perplexity is not None:
+        console.print(f"perplexity: {result.perplexity:.3f}")
+    elif result.perplexity_note:
+        # Say n/a rather than print nothing: a missing line reads like a forgotten metric.
+        console.print(f"perplexity: n/a ({escape(result.perplexity_note)})")
+    if result.alignment_precision is not None:
+        console.print(f"alignment precision: {result.alignment_precision:.3f} ({result.alignment_count} alignments)")
+    skipped = {k: v for r in result.results for k, v in r.skipped.items()}
+    for metric, why in skipped.items():
+        console.print(f"[dim]not computed: {escape(metric)}: {escape(why)}[/]")
+    for note in result.notes:
+        console.print(f"[yellow]note:[/] {escape(note)}")
+    console.print(f"[dim]wrote {escape(str(paths['json']))}, {escape(str(paths['markdown']))}, {escape(str(paths['config']))}[/]")
