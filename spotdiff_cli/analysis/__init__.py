@@ -66,7 +66,8 @@ def analyse_pair(pair: Pair, config: AnalysisConfig | None = None, watch: np.nda
     """Run the whole analysis on a pair of equal-size frames (use ``make_pair`` first).
 
     watch: optional (H, W) bool at the original size, True where changes count (``--roi`` /
-        ``--mask``); changes elsewhere (trees, clocks, burned-in timestamps) are ignored.
+        ``--mask``); changes elsewhere (trees, clocks, burned-in timestamps) are ignored, and
+        only the watched area (plus a margin) is aligned, differenced and clustered.
     Returns an ``Analysis`` in working-resolution coordinates (multiply by ``scale`` for the
     original image), clusters sorted by salience.
     """
@@ -75,29 +76,45 @@ def analyse_pair(pair: Pair, config: AnalysisConfig | None = None, watch: np.nda
     t0 = time.perf_counter()
     before, scale = resize_for_analysis(pair.before.pixels, config.work_size)
     after, _ = resize_for_analysis(pair.after.pixels, config.work_size)
-    t1 = time.perf_counter()
-    timings["resize"] = t1 - t0
-
-    alignment = estimate_alignment(before, after, config.align, config.max_shift)
-    after_aligned, valid = apply_shift(after, alignment)
+    h, w = before.shape[:2]
+    watched = None
     if watch is not None:
         if watch.shape != pair.before.pixels.shape[:2]:
             raise UsageError(f"region mask is {watch.shape[1]}x{watch.shape[0]} but the frames are {pair.before.width}x{pair.before.height}")
-        small = cv2.resize(watch.astype(np.uint8), (before.shape[1], before.shape[0]), interpolation=cv2.INTER_NEAREST)
-        valid = valid & (small > 0)
+        watched = watch if watch.shape == (h, w) else cv2.resize(watch.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST) > 0
+    eps, min_samples = config.scaled_dbscan(h, w)
+    ys, xs = analysis_window(watched, eps, config.max_shift)
+    t1 = time.perf_counter()
+    timings["resize"] = t1 - t0
+
+    # Everything below runs on the window only; results are placed back into full-frame arrays
+    # so clusters, boxes, masks and salience read exactly as a whole-frame analysis gives them.
+    window_after = after[ys, xs]
+    alignment = estimate_alignment(before[ys, xs], window_after, config.align, config.max_shift)
+    aligned_window, valid_window = apply_shift(window_after, alignment)
+    if watched is not None:
+        valid_window = valid_window & watched[ys, xs]
     t2 = time.perf_counter()
     timings["align"] = t2 - t1
 
-    mask, corrected = compute_change_mask(before, after_aligned, valid, config)
+    mask_window, corrected_window = compute_change_mask(before[ys, xs], aligned_window, valid_window, config)
     t3 = time.perf_counter()
     timings["mask"] = t3 - t2
 
-    h, w = mask.active.shape
-    scene_changed = mask.changed_fraction > config.scene_fraction
+    scene_changed = mask_window.changed_fraction > config.scene_fraction
+    labels_window = np.zeros(mask_window.active.shape, np.int32)
+    if not scene_changed:
+        labels_window = grid_dbscan(mask_window.active, eps, min_samples)
+    after_aligned, corrected, valid = (_placed(after, aligned_window, ys, xs), _placed(after, corrected_window, ys, xs),
+                                       _placed(np.zeros((h, w), bool), valid_window, ys, xs))
+    mask = dataclasses.replace(
+        mask_window,
+        active=_placed(np.zeros((h, w), bool), mask_window.active, ys, xs),
+        distance=_placed(np.zeros((h, w), np.float32), mask_window.distance, ys, xs),
+    )
     clusters: list = []
     if not scene_changed:
-        eps, min_samples = config.scaled_dbscan(h, w)
-        labels = grid_dbscan(mask.active, eps, min_samples)
+        labels = _placed(np.zeros((h, w), np.int32), labels_window, ys, xs)
         min_pixels = max(min_samples, int(config.min_cluster_fraction * h * w))
         clusters = clusters_from_labels(labels, mask, min_pixels=min_pixels)
         clusters, relit_pixels = _drop_relit(before, corrected, clusters, config)
@@ -122,3 +139,42 @@ def analyse_pair(pair: Pair, config: AnalysisConfig | None = None, watch: np.nda
         scene_changed=scene_changed,
         timings=timings,
     )
+
+
+# The window keeps this share of the frame or more: then the whole frame is analysed (cropping
+# saves little and the shift search keeps all the texture it can use).
+_WHOLE_FRAME_SHARE = 0.6
+
+
+def analysis_window(watched: np.ndarray | None, eps: float, max_shift: int) -> tuple[slice, slice]:
+    """The part of the (working-size) frame the analysis needs: the watched pixels' bounding
+    box grown by a margin, or the whole frame.
+
+    The margin keeps the window exact: DBSCAN's neighbour counts use zero padding, so active
+    pixels more than eps from the window's edge cluster exactly as in the whole frame; the blur
+    needs 3 sigma; and the shift search gets texture around a small ROI (at least 32 px and four
+    times the largest shift). A car entering a 210x127 box of a 720p motorway frame is analysed
+    on about a tenth of the pixels.
+    """
+    if watched is None:
+        return slice(None), slice(None)
+    h, w = watched.shape
+    rows, cols = np.flatnonzero(watched.any(axis=1)), np.flatnonzero(watched.any(axis=0))
+    if rows.size == 0:
+        return slice(None), slice(None)
+    margin = int(np.ceil(max(eps + 2, 4 * max_shift, 32)))
+    y0, y1 = max(0, rows[0] - margin), min(h, rows[-1] + 1 + margin)
+    x0, x1 = max(0, cols[0] - margin), min(w, cols[-1] + 1 + margin)
+    if (y1 - y0) * (x1 - x0) >= _WHOLE_FRAME_SHARE * h * w:
+        return slice(None), slice(None)
+    return slice(int(y0), int(y1)), slice(int(x0), int(x1))
+
+
+def _placed(full: np.ndarray, window: np.ndarray, ys: slice, xs: slice) -> np.ndarray:
+    """``window`` written into (a copy of) ``full`` at ``ys, xs``; ``window`` itself when the
+    window is the whole frame (no copy on the common path)."""
+    if window.shape == full.shape:
+        return window
+    out = full.copy()
+    out[ys, xs] = window
+    return out
