@@ -20,7 +20,7 @@ from .captioners.registry import create_captioner, model_info
 from .config import AnalysisConfig, CaptionConfig, to_dict
 from .errors import UsageError
 from .frames import load_image
-from .types import Frame, Report
+from .types import Analysis, Frame, Report
 
 ImageInput = str | Path | np.ndarray | Frame
 
@@ -46,19 +46,19 @@ class PairDescriber:
 
     def __init__(self, analysis: AnalysisConfig | None = None, caption: CaptionConfig | None = None) -> None:
         self.analysis = (analysis or AnalysisConfig()).validate()
-        self.caption = (caption or CaptionConfig()).validate()
-        info = model_info(self.caption.model)
+        self.caption_config = (caption or CaptionConfig()).validate()
+        info = model_info(self.caption_config.model)
         # Options a model does not use are said, not silently dropped: a user who passes
         # --weights to the default model believes a trained model is answering.
-        if self.caption.weights and not info.trainable:
+        if self.caption_config.weights and not info.trainable:
             raise UsageError(
-                f"model '{info.name}' takes no weights, so --weights {self.caption.weights} would be ignored; "
+                f"model '{info.name}' takes no weights, so --weights {self.caption_config.weights} would be ignored; "
                 "give a trained model too (--model ddla; see `spotdiff models`)"
             )
         self.notes: tuple[str, ...] = ()
-        if not info.needs_torch and self.caption.device.lower() not in ("auto", "cpu"):
-            self.notes = (f"model '{info.name}' runs on the CPU; --device {self.caption.device} was not used",)
-        self.captioner = create_captioner(self.caption.model, weights=self.caption.weights, device=self.caption.device)
+        if not info.needs_torch and self.caption_config.device.lower() not in ("auto", "cpu"):
+            self.notes = (f"model '{info.name}' runs on the CPU; --device {self.caption_config.device} was not used",)
+        self.captioner = create_captioner(self.caption_config.model, weights=self.caption_config.weights, device=self.caption_config.device)
 
     def describe(
         self,
@@ -77,31 +77,51 @@ class PairDescriber:
             watched area); the describer's own when None.
         Returns a ``Report``: the analysis, the sentences (most salient first) and timings.
         """
-        config = analysis or self.analysis
-        timings: dict[str, float] = {}
+        self.warm_up()  # overlaps the analysis below; once per process
+        return self.caption(self.analyse(before, after, watch=watch, analysis=analysis), hints=hints)
+
+    def warm_up(self) -> None:
+        """Start the captioner's one-off set-up in the background (loading recognisers)."""
+        self.captioner.warm_up(self._options(()))
+
+    def analyse(
+        self,
+        before: ImageInput,
+        after: ImageInput,
+        *,
+        watch: np.ndarray | None = None,
+        analysis: AnalysisConfig | None = None,
+    ) -> Analysis:
+        """The pixel stages alone (align, diff, clusters): no captioner involved, so a sequence
+        can analyse its next pair on another core while this one is being captioned."""
         t0 = time.perf_counter()
         pair = make_pair(as_frame(before, "before"), as_frame(after, "after"))
-        timings["load"] = time.perf_counter() - t0
-        options = DescribeOptions(self.caption.max_sentences, self.caption.recognise, tuple(hints))
-        self.captioner.warm_up(options)  # overlaps the analysis below; once per process
+        loaded = time.perf_counter() - t0
+        result = analyse_pair(pair, analysis or self.analysis, watch)
+        result.timings["load"] = loaded
+        return result
 
-        result = analyse_pair(pair, config, watch)
-        timings.update(result.timings)
-
-        t1 = time.perf_counter()
-        sentences = self.captioner.describe(result, options)
-        timings["describe"] = time.perf_counter() - t1
-        timings["total"] = time.perf_counter() - t0
+    def caption(self, analysis: Analysis, *, hints: tuple[Hint, ...] = ()) -> Report:
+        """Sentences for an analysed pair, wrapped in a ``Report`` with the settings and timings."""
+        t0 = time.perf_counter()
+        sentences = self.captioner.describe(analysis, self._options(hints))
+        timings = dict(analysis.timings)
+        timings["describe"] = time.perf_counter() - t0
+        timings["total"] = sum(v for k, v in timings.items() if k != "total")
+        pair = analysis.pair
         return Report(
             before_path=pair.before.source,
             after_path=pair.after.source,
-            analysis=result,
+            analysis=analysis,
             sentences=tuple(sentences),
-            model=self.caption.model,
-            settings={"analysis": to_dict(config), "caption": to_dict(self.caption)},
+            model=self.caption_config.model,
+            settings={"analysis": to_dict(analysis.config or self.analysis), "caption": to_dict(self.caption_config)},
             timings=timings,
             notes=pair.notes + self.notes,
-            original=pair,
+            original=analysis.original,
         )
+
+    def _options(self, hints: tuple[Hint, ...]) -> DescribeOptions:
+        return DescribeOptions(self.caption_config.max_sentences, self.caption_config.recognise, tuple(hints))
 
     __call__ = describe

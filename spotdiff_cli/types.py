@@ -151,6 +151,10 @@ class Analysis:
     # cut): clusters are then not object-level changes. See AnalysisConfig.scene_fraction.
     scene_changed: bool = False
     timings: dict[str, float] = field(default_factory=dict)
+    # The pair as given (before any resize), for drawing at full resolution, and the settings
+    # the analysis ran with (an ``AnalysisConfig``), for the report.
+    original: Pair | None = None
+    config: Any = None
 
 
 @dataclass(frozen=True)

@@ -138,6 +138,8 @@ def analyse_pair(pair: Pair, config: AnalysisConfig | None = None, watch: np.nda
         scale=scale,
         scene_changed=scene_changed,
         timings=timings,
+        original=pair,
+        config=config,
     )
 
 

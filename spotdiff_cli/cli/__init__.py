@@ -32,11 +32,23 @@ def _main(
 from . import caption_cmd, data_cmd, eval_cmd, models_cmd, train_cmd, video_cmd  # noqa: E402,F401
 
 
-
-
 def main() -> None:
     """Console entry point: the Typer app, with Click's usage errors (unknown option, missing
-    argument, bad value type) shown as one line like every other error, exit code 2."""
+    argument, bad value type) shown as one line like every other error, exit code 2.
+
+    Once the command has finished, Ctrl-C is ignored: the answer is out and the reports are on
+    disk, and a KeyboardInterrupt raised while the interpreter shuts down (joining threads,
+    flushing) would end the process by the signal instead of with its exit code.
+    """
+    import signal
+    import sys
+
+    code = _run_app()
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    sys.exit(code)
+
+
+def _run_app() -> int:
     import sys
 
     try:  # Typer >= 0.2x vendors its own Click; older Typer uses the click package
@@ -48,14 +60,14 @@ def main() -> None:
         code = app(standalone_mode=False)
     except click_errors.NoArgsIsHelpError:
         app(args=[*sys.argv[1:], "--help"])  # a bare `spotdiff` / `spotdiff data`: the help page
-        return
+        return 0
     except click_errors.ClickException as exc:
         from .render import print_error
 
         ctx = getattr(exc, "ctx", None)
         hint = f"; see `{ctx.command_path} --help`" if ctx is not None else ""
         print_error(f"{exc.format_message().rstrip('.')}{hint}")
-        sys.exit(exc.exit_code)
-    except typer.Abort:
-        sys.exit(130)
-    sys.exit(code if isinstance(code, int) else 0)
+        return exc.exit_code
+    except (typer.Abort, KeyboardInterrupt):
+        return 130
+    return code if isinstance(code, int) else 0

@@ -17,23 +17,24 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import cv2
 import numpy as np
 
 from ..analysis import resize_for_analysis
 from ..captioners.base import Hint
-from ..config import Settings, VideoConfig
+from ..config import AnalysisConfig, Settings, VideoConfig
 from ..describer import PairDescriber
 from ..errors import SpotdiffError, UsageError
 from ..frames.sources import TIME_EPS, open_source
 from ..frames.timecode import format_timecode, parse_every, parse_time
-from ..types import BBox, Detection, Event, Frame, Report
+from ..types import Analysis, BBox, Detection, Event, Frame, Report
 from .compare import Comparator, changed_share, relative_to_watched, resize_like, thumbnail, watched_box
 from .events import EventBuilder
 from .regions import parse_roi, watch_mask
 
+T = TypeVar("T")
 ProgressFn = Callable[[float, float | None, int], None]  # (position s, duration s or None, samples)
 EventFn = Callable[[Event, Report], str | None]  # returns the picture's file name, if written
 UpdateFn = Callable[["SourceResult"], None]
@@ -83,23 +84,32 @@ class SourceResult:
     checkpoint: Checkpoint | None = None
 
 
-def _prefetch(frames: Iterator[Frame], depth: int = 3) -> Iterator[Frame]:
-    """Iterate ``frames`` in a background thread, ``depth`` frames ahead."""
+def _prefetch(items: Iterator[T], depth: int = 3) -> Iterator[T]:
+    """Iterate ``items`` in a background thread, ``depth`` items ahead.
+
+    Close the returned generator (``contextlib.closing``) rather than abandoning it: closing
+    stops the thread, closes ``items`` on that thread and joins it, so no thread is left inside
+    OpenCV or a decoder when the interpreter exits (that aborts the process).
+    """
     box: queue.Queue = queue.Queue(maxsize=depth)
     done = object()
     stop = threading.Event()
 
     def work() -> None:
         try:
-            for frame in frames:
+            for item in items:
                 if stop.is_set():
                     return
-                box.put(frame)
+                box.put(item)
             box.put(done)
         except BaseException as exc:  # handed to the consumer, raised there
             box.put(exc)
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
 
-    thread = threading.Thread(target=work, daemon=True)
+    thread = threading.Thread(target=work, name="spotdiff-prefetch", daemon=True)
     thread.start()
     try:
         while True:
@@ -145,6 +155,70 @@ def _sentence_box(report: Report, cluster_ids: tuple[int, ...], scale: float) ->
     return (int(round(x0 * s)), int(round(y0 * s)), int(round((x1 - x0) * s)), int(round((y1 - y0) * s)))
 
 
+@dataclass
+class _Sample:
+    """One sample after the first look: the analysis of its pair when it changed enough."""
+
+    timestamp: float
+    analysis: Analysis | None  # None: the first sample, a quiet pair, or a replayed one
+    continues: bool  # the pair's before frame is the previous pair's after frame (hints carry)
+    replaying: bool  # re-read to rebuild the comparison state of a resumed run
+
+
+class _Looker:
+    """The per-sample work that does not depend on captions: bring the frame to the working
+    size, keep what it is compared with, take the cheap first look (Spot-the-diff §2.1's lower
+    threshold) and analyse the pairs that pass it. Runs on its own thread, a few samples ahead
+    of the captions."""
+
+    def __init__(self, video: VideoConfig, analysis: AnalysisConfig, watch: np.ndarray | None, reference: np.ndarray | None,
+                 describer: PairDescriber, warnings: list[str], resume_at: Checkpoint | None) -> None:
+        self.video, self.analysis, self.watch, self.describer = video, analysis, watch, describer
+        self.warnings, self.resume_at = warnings, resume_at
+        self.comparator = Comparator(video, None)
+        self.reference = reference
+
+    def look(self, frames: Iterator[Frame]) -> Iterator[_Sample]:
+        video, analysis = self.video, self.analysis
+        watch_work = watch_thumb = None
+        crop = (slice(None), slice(None))  # the watched area's bounding box, work pixels
+        previous_thumb: np.ndarray | None = None
+        size: tuple[int, int] | None = None  # (h, w) of the first frame: every frame is brought to it
+        for frame in frames:
+            timestamp = frame.timestamp or 0.0
+            pixels = frame.pixels
+            if size is None:
+                size = pixels.shape[:2]
+            elif pixels.shape[:2] != size:
+                if not any("like the first frame" in w for w in self.warnings):
+                    self.warnings.append(
+                        f"{_where(frame)} is {pixels.shape[1]}x{pixels.shape[0]}, not {size[1]}x{size[0]} like the "
+                        "first frame: frames of another size are resized to the first one's")
+                pixels = cv2.resize(pixels, (size[1], size[0]), interpolation=cv2.INTER_AREA)
+            pixels, _ = resize_for_analysis(pixels, analysis.work_size)
+            if self.watch is not None and watch_work is None:
+                watch_work = resize_like(self.watch.astype(np.uint8), pixels) > 0
+                crop = watched_box(watch_work)
+                watch_thumb = resize_like(watch_work[crop].astype(np.uint8), thumbnail(pixels[crop])) > 0
+                analysis = relative_to_watched(analysis, watch_work)
+            if self.reference is not None and self.comparator.reference is None:
+                self.comparator.reference = resize_like(self.reference, pixels)
+            thumb = thumbnail(pixels[crop])
+            replaying = self.resume_at is not None and timestamp <= self.resume_at.at + TIME_EPS
+            base = self.comparator.baseline()
+            continues = base is not None and video.compare == "previous"
+            result = None
+            if base is not None and not replaying:
+                base_thumb = previous_thumb if video.compare == "previous" and previous_thumb is not None else thumbnail(base[crop])
+                if changed_share(base_thumb, thumb, watch_thumb, analysis) >= video.lower:
+                    result = self.describer.analyse(base, pixels, watch=watch_work, analysis=analysis)
+                else:
+                    continues = False  # the next pair's before frame is not this pair's after frame
+            self.comparator.push(pixels)
+            previous_thumb = thumb
+            yield _Sample(timestamp, result, continues, replaying)
+
+
 def describe_source(
     spec: Any,
     settings: Settings,
@@ -186,69 +260,43 @@ def describe_source(
             from ..frames import load_image
 
             reference = load_image(video.reference)
-        comparator = Comparator(video, None)
         history: deque[float] = deque(maxlen=video.background_samples if video.compare == "background" else 1)
         first_id = resume_at.events + 1 if resume_at else 1
         builder = EventBuilder(name, info.width, info.height, video.merge_distance, video.merge_gap, first_id)
         start = _restart_time(resume_at.replay_from, video) if resume_at else video.start
         frames = source.sample(video.every, start, video.end)
         reports: dict[float, Report] = {}
-        watch_work = watch_thumb = None
-        crop = (slice(None), slice(None))  # the watched area's bounding box, work pixels
         last_update = time.perf_counter()
-        previous_thumb: np.ndarray | None = None
         hints: tuple[Hint, ...] = ()
-        size: tuple[int, int] | None = None  # (h, w) of the first frame: every frame is brought to it
         seen_skips = 0
         index = -1
+        looker = _Looker(video, analysis, watch, reference, describer, result.warnings, resume_at)
         try:
-            with contextlib.closing(_prefetch(frames)) as stream:
-                for frame in stream:
-                    timestamp = frame.timestamp or 0.0
-                    pixels = frame.pixels
-                    if size is None:
-                        size = pixels.shape[:2]
-                    elif pixels.shape[:2] != size:
-                        if not any("size" in w for w in result.warnings):
-                            result.warnings.append(
-                                f"{_where(frame)} is {pixels.shape[1]}x{pixels.shape[0]}, not {size[1]}x{size[0]} like the "
-                                "first frame: frames of another size are resized to the first one's")
-                        pixels = cv2.resize(pixels, (size[1], size[0]), interpolation=cv2.INTER_AREA)
-                    pixels, _ = resize_for_analysis(pixels, analysis.work_size)
-                    if watch is not None and watch_work is None:
-                        watch_work = resize_like(watch.astype(np.uint8), pixels) > 0
-                        crop = watched_box(watch_work)
-                        watch_thumb = resize_like(watch_work[crop].astype(np.uint8), thumbnail(pixels[crop])) > 0
-                        analysis = relative_to_watched(analysis, watch_work)
-                    if reference is not None and comparator.reference is None:
-                        comparator.reference = resize_like(reference, pixels)
-                    thumb = thumbnail(pixels[crop])
-                    replaying = resume_at is not None and timestamp <= resume_at.at + TIME_EPS
-                    base = comparator.baseline()
+            # Three stages on three threads: decoding, the pixel analysis of each changed pair,
+            # and here the captions and events. Captions need the previous pair's recognition
+            # (hints), so they stay in order on this thread; the analysis does not, so it runs
+            # ahead on the other core.
+            with contextlib.closing(_prefetch(looker.look(_prefetch(frames)), depth=2)) as stream:
+                for sample in stream:
+                    timestamp = sample.timestamp
                     detections: list[Detection] = []
-                    if base is None or video.compare != "previous":
+                    if not sample.continues:
                         hints = ()  # hints only carry over between consecutive pairs of one sequence
-                    if base is not None and not replaying:
-                        base_thumb = previous_thumb if video.compare == "previous" and previous_thumb is not None else thumbnail(base[crop])
-                        if changed_share(base_thumb, thumb, watch_thumb, analysis) >= video.lower:
-                            report = describer.describe(base, pixels, watch=watch_work, hints=hints, analysis=analysis)
-                            hints = _hints_from(report)
-                            result.analysed += 1
-                            before_time = result.processed_until if result.processed_until is not None else timestamp
-                            for sentence in report.sentences:
-                                if sentence.kind == "no_change":
-                                    continue
-                                box = _sentence_box(report, sentence.cluster_ids, work_pixels_scale)
-                                detections.append(Detection(timestamp, before_time, sentence, box, str(sentence.details.get("noun", ""))))
-                            if detections:
-                                reports[timestamp] = report
-                        else:
-                            hints = ()  # the next pair's before frame is not this pair's after frame
-                    comparator.push(pixels)
+                    if sample.analysis is not None:
+                        report = describer.caption(sample.analysis, hints=hints)
+                        hints = _hints_from(report)
+                        result.analysed += 1
+                        before_time = result.processed_until if result.processed_until is not None else timestamp
+                        for sentence in report.sentences:
+                            if sentence.kind == "no_change":
+                                continue
+                            box = _sentence_box(report, sentence.cluster_ids, work_pixels_scale)
+                            detections.append(Detection(timestamp, before_time, sentence, box, str(sentence.details.get("noun", ""))))
+                        if detections:
+                            reports[timestamp] = report
                     history.append(timestamp)
-                    previous_thumb = thumb
                     result.processed_until = timestamp
-                    if replaying:
+                    if sample.replaying:
                         continue  # already counted by the run being resumed
                     index += 1
                     result.samples += 1
