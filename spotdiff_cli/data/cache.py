@@ -44,6 +44,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from ..captioners.features import PREPROCESSING
 from ..config import AnalysisConfig, to_dict
 from ..errors import DataError
 from .readers import DatasetPair, available_splits, load_dataset
@@ -191,7 +192,7 @@ def _feature_settings(backbone: str, weights: str | None, input_size: int | None
         timm_version = None
     return {
         "backbone": backbone, "weights": str(path), "weights_size": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns,
-        "input_size": input_size, "resize": "cv2.INTER_AREA, RGB/255, (x - mean) / std", "timm": timm_version,
+        "input_size": input_size, "resize": PREPROCESSING, "timm": timm_version,
         "dtype": "float16", "version": CACHE_VERSION,
     }
 
@@ -213,16 +214,12 @@ class _Extractor:
         self.preprocess: dict[str, Any] = {}
 
     def _build(self) -> None:
-        import torch
-
         from ..captioners.backbones import create_backbone
         from ..device import resolve_device
 
         model, info = create_backbone(self.backbone, weights=self.weights)
         self.dev = resolve_device(self.device)
-        self._model = model.to(self.dev)
-        self.mean = torch.tensor(info.mean, device=self.dev).view(1, 3, 1, 1)
-        self.std = torch.tensor(info.std, device=self.dev).view(1, 3, 1, 1)
+        self._model, self.info = model.to(self.dev), info
         self.size = (self.input_size, self.input_size) if self.input_size else info.input_size
         self.preprocess = {"input_size": list(self.size), "mean": list(info.mean), "std": list(info.std),
                            "weights": info.weights}
@@ -230,26 +227,21 @@ class _Extractor:
     def __call__(self, pairs: list[DatasetPair], stage: str,
                  progress: Callable[[str, int, int], None] | None) -> tuple[np.ndarray, np.ndarray]:
         """(before, after) grids of ``pairs``, (N, C, h, w) float16 each."""
-        import cv2
         import torch
 
+        from ..captioners.features import backbone_grids
         from ..frames.image import load_image
 
         if self._model is None:
             self._build()
-        height, width = self.size
         paths = [p for pair in pairs for p in (pair.before, pair.after)]
         grids = []
-        with torch.inference_mode():
-            for start in range(0, len(paths), self.batch_size):
-                batch = np.stack([
-                    cv2.resize(load_image(p), (width, height), interpolation=cv2.INTER_AREA)  # type: ignore[arg-type]
-                    for p in paths[start : start + self.batch_size]
-                ])
-                x = torch.from_numpy(batch).to(self.dev).permute(0, 3, 1, 2).float().div(255)
-                grids.append(self._model((x - self.mean) / self.std).to("cpu", torch.float16).numpy())
-                if progress:
-                    progress(stage, min(start + self.batch_size, len(paths)), len(paths))
+        for start in range(0, len(paths), self.batch_size):
+            images = [load_image(p) for p in paths[start : start + self.batch_size]]  # type: ignore[arg-type]
+            grid = backbone_grids(images, (self._model, self.info), self.dev, self.size)
+            grids.append(grid.to("cpu", torch.float16).numpy())
+            if progress:
+                progress(stage, min(start + self.batch_size, len(paths)), len(paths))
         grid = np.concatenate(grids)
         return grid[0::2], grid[1::2]
 

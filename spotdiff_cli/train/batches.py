@@ -1,90 +1,50 @@
-"""Dataset + preprocessing cache -> the batches of docs/training-interfaces.md.
+"""A dataset split and its preprocessing cache -> training batches (docs/training-interfaces.md).
 
-Two ways in, one collate:
+``load_training_data(root, split, vocab, ...)`` reads a split, its cached cluster analysis
+(``data/cache.py: load_analysis``) and cached backbone grids (``load_features``), projects every
+cluster mask onto the grid once, and keeps it all in memory as numpy. ``TrainingData.batch(examples)``
+then collates any list of ``(pair index, annotation index)``. Each annotator's description is its
+own training example (Spot-the-diff repeats ``img_id`` per annotator; the paper trains on every
+annotation). What only training needs lives here: the examples, the gold cluster of each sentence
+(``gold_clusters``), the vocabulary's sentences.
 
-* ``load_training_data(root, split, vocab, ...)`` reads a split, its cached cluster analysis
-  (``data/cache.py: load_analysis``) and cached backbone grids (``load_features``), projects every
-  cluster mask onto the grid once (``captioners/masks.py``), and keeps it all in memory as numpy.
-  ``TrainingData.batch(examples)`` then collates any list of ``(pair index, annotation index)``.
-  Each annotator's description is its own training example (Spot-the-diff repeats ``img_id`` per
-  annotator; the paper trains on every annotation).
-* ``batch_from_analysis(analysis, backbone, vocab)`` builds the one-pair batch a model's
-  ``describe()`` needs at inference, from an ``Analysis`` and a backbone, with the same
-  preprocessing as the cache so a model sees at inference what it saw in training.
-
-Batch keys, shapes and meaning: see docs/training-interfaces.md. Two additive keys:
-``descriptions`` (list[list[str]], each annotator's whole description: multi-sentence references)
-and ``cluster_ids`` (list[list[int]], the analysis' cluster id of each cluster slot, so a model
-can fill ``Sentence.cluster_ids``).
+Pair inputs, collation, mask projection and backbone preprocessing are shared with inference and
+live in ``captioners/features.py``, so a model sees at inference what it saw in training.
+``batch_from_analysis``, ``backbone_grids``, ``get_backbone``, ``collate``, ``move_batch`` and
+``with_grids`` are still importable from here, where they used to live.
 """
 
 from __future__ import annotations
 
-import functools
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 import numpy as np
 
-from ..captioners.masks import project_masks
-from ..captioners.vocab import PAD_ID, Vocabulary, tokenize
+from ..captioners.features import (
+    Batch,
+    PairInputs,
+    backbone_grids,
+    batch_from_analysis,
+    collate,
+    get_backbone,
+    move_batch,
+    normalise_prior_features,
+    project_masks,
+    resize_for_backbone,
+    with_grids,
+)
+from ..captioners.vocab import Vocabulary, tokenize
 from ..errors import DataError
 from ..geometry import box_iou
 
-if TYPE_CHECKING:  # pragma: no cover
-    import torch
-
-    from ..types import Analysis
-
-Batch = dict[str, Any]
 
 # A cluster is the gold cluster of a sentence when its box overlaps the change's box this much
 # (IoU with the before box, the after box or their union). Lower than the 0.3 of alignment
 # precision (evaluate/protocols.py): here we want *the best* cluster, and a moved object's cluster
 # often covers only one of its two boxes.
 GOLD_IOU = 0.1
-
-
-@dataclass(frozen=True)
-class PairInputs:
-    """One pair's model inputs, before collation.
-
-    before, after: (C, h, w) float16/32 backbone grids, or, when fine-tuning the backbone,
-    (3, H, W) uint8 RGB images at its input size (collate names them before_images/after_images).
-    masks: (K, h, w) float32 cluster masks projected to the grid size. feats: (K, 4) float32
-    normalised prior features g(z). cluster_ids: (K,) analysis ids. annotations: sentences per
-    annotator. gold: per annotator, per sentence, the gold cluster index (or -1); empty when unknown.
-    """
-
-    id: str
-    before: np.ndarray
-    after: np.ndarray
-    masks: np.ndarray
-    feats: np.ndarray
-    cluster_ids: tuple[int, ...]
-    annotations: tuple[tuple[str, ...], ...]
-    gold: tuple[tuple[int, ...], ...] = ()
-
-    @property
-    def references(self) -> list[str]:
-        return [s for a in self.annotations for s in a if s.strip()]
-
-    @property
-    def descriptions(self) -> list[str]:
-        return [" ".join(s for s in a if s.strip()) for a in self.annotations if any(s.strip() for s in a)]
-
-
-def normalise_prior_features(features: np.ndarray, height: int, width: int) -> np.ndarray:
-    """g(z) = (box length, box width, box area, active pixels) in pixels -> fractions of the image
-    side / area, then log1p(100 x): the prior P(z|X) ∝ exp(wᵀg(z)) (§3.2) is log-linear, so the
-    features should span a few units rather than 0..50000 pixels.
-
-    features: (K, 4) float; returns (K, 4) float32.
-    """
-    features = np.asarray(features, np.float32).reshape(-1, 4)
-    scale = np.array([height, width, height * width, height * width], np.float32)
-    return np.log1p(100.0 * features / scale).astype(np.float32)
 
 
 def _keep_clusters(salience: np.ndarray, max_clusters: int) -> np.ndarray:
@@ -115,92 +75,6 @@ def gold_clusters(changes: Sequence[dict[str, Any]], boxes: np.ndarray, n_senten
                 best, best_iou = k, score
         out[index] = best
     return tuple(out)
-
-
-# --------------------------------------------------------------------------------------------------
-# collate
-
-
-def collate(items: Sequence[tuple[PairInputs, int | None]], vocab: Vocabulary, max_len: int = 25,
-            max_description_len: int = 80) -> Batch:
-    """Stack ``(pair, annotation index or None)`` items into a batch (docs/training-interfaces.md).
-
-    ``None`` = no gold text (inference): ``tokens`` is all ``<pad>`` and ``sentence_valid`` False.
-    """
-    import torch
-
-    if not items:
-        raise DataError("cannot build an empty batch")
-    b = len(items)
-    pairs = [p for p, _ in items]
-    k = max(1, max(len(p.cluster_ids) for p in pairs))
-    images = pairs[0].before.dtype == np.uint8  # fine-tuning: images, not cached grids
-    c, h, w = pairs[0].before.shape
-    if images:
-        h, w = pairs[0].masks.shape[-2:]
-    masks = torch.zeros(b, k, h, w)
-    valid = torch.zeros(b, k, dtype=torch.bool)
-    feats = torch.zeros(b, k, 4)
-    sentences: list[list[str]] = []
-    golds: list[tuple[int, ...]] = []
-    for i, (pair, ann) in enumerate(items):
-        n = len(pair.cluster_ids)
-        if n:
-            masks[i, :n] = torch.from_numpy(np.ascontiguousarray(pair.masks, np.float32))
-            feats[i, :n] = torch.from_numpy(np.ascontiguousarray(pair.feats, np.float32))
-            valid[i, :n] = True
-        if ann is None:
-            sentences.append([])
-            golds.append(())
-            continue
-        annotation = pair.annotations[ann]
-        keep = [j for j, s in enumerate(annotation) if tokenize(s)]
-        sentences.append([annotation[j] for j in keep])
-        gold = pair.gold[ann] if ann < len(pair.gold) else ()
-        golds.append(tuple(gold[j] if j < len(gold) else -1 for j in keep))
-    s = max(1, max(len(x) for x in sentences))
-    encoded = [[vocab.encode(t, max_len) for t in x] for x in sentences]
-    t = max([2] + [len(e) for x in encoded for e in x])
-    tokens = torch.full((b, s, t), PAD_ID, dtype=torch.long)
-    sentence_valid = torch.zeros(b, s, dtype=torch.bool)
-    gold_alignment = torch.full((b, s), -1, dtype=torch.long)
-    multi = [vocab.encode_many(x, max_description_len) if x else [] for x in sentences]
-    t2 = max([2] + [len(m) for m in multi])
-    multi_tokens = torch.full((b, t2), PAD_ID, dtype=torch.long)
-    for i in range(b):
-        for j, ids in enumerate(encoded[i]):
-            tokens[i, j, : len(ids)] = torch.tensor(ids)
-            sentence_valid[i, j] = True
-            gold_alignment[i, j] = golds[i][j] if j < len(golds[i]) else -1
-        if multi[i]:
-            multi_tokens[i, : len(multi[i])] = torch.tensor(multi[i])
-    if images:
-        inputs = {"before_images": torch.from_numpy(np.stack([p.before for p in pairs])),
-                  "after_images": torch.from_numpy(np.stack([p.after for p in pairs]))}
-    else:
-        inputs = {"before": torch.from_numpy(np.stack([p.before for p in pairs]).astype(np.float32)),
-                  "after": torch.from_numpy(np.stack([p.after for p in pairs]).astype(np.float32))}
-    return {
-        **inputs,
-        "cluster_masks": masks,
-        "cluster_valid": valid,
-        "cluster_feats": feats,
-        "tokens": tokens,
-        "sentence_valid": sentence_valid,
-        "multi_tokens": multi_tokens,
-        "gold_alignment": gold_alignment,
-        "pair_ids": [p.id for p in pairs],
-        "references": [p.references for p in pairs],
-        "descriptions": [p.descriptions for p in pairs],
-        "cluster_ids": [list(p.cluster_ids) for p in pairs],
-    }
-
-
-def move_batch(batch: Batch, device: Any) -> Batch:
-    """The batch with every tensor on ``device`` (lists stay as they are)."""
-    import torch
-
-    return {k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
 
 
 # --------------------------------------------------------------------------------------------------
@@ -308,78 +182,13 @@ def load_training_data(root: str | Path, split: str, vocab: Vocabulary, backbone
 
 
 def _resized_image(path: Any, size: tuple[int, int]) -> np.ndarray:
-    """(3, H, W) uint8: the image resized to the backbone's input size exactly as data/cache.py does."""
-    import cv2
-
+    """(3, H, W) uint8: the image at the backbone's input size, resized as the feature cache does."""
     from ..frames.image import load_image
 
-    height, width = size
-    return np.ascontiguousarray(cv2.resize(load_image(path), (width, height), interpolation=cv2.INTER_AREA).transpose(2, 0, 1))
+    return np.ascontiguousarray(resize_for_backbone(load_image(path), size).transpose(2, 0, 1))
 
 
-def with_grids(batch: Batch, backbone: tuple[Any, Any]) -> Batch:
-    """A fine-tuning batch (``before_images``/``after_images``, uint8) with ``before``/``after``
-    grids computed by ``backbone`` = ``(module, BackboneInfo)``, *with* gradients (normalised as
-    data/cache.py does). A batch that already has grids is returned unchanged."""
-    import torch
-
-    if "before_images" not in batch:
-        return batch
-    module, info = backbone
-    x = torch.cat([batch["before_images"], batch["after_images"]]).float().div(255)
-    mean = torch.tensor(info.mean, device=x.device).view(1, 3, 1, 1)
-    std = torch.tensor(info.std, device=x.device).view(1, 3, 1, 1)
-    before, after = module((x - mean) / std).float().chunk(2)
-    out = {k: v for k, v in batch.items() if k not in ("before_images", "after_images")}
-    return {**out, "before": before, "after": after}
-
-
-# --------------------------------------------------------------------------------------------------
-# inference: one analysed pair
-
-
-@functools.lru_cache(maxsize=4)
-def get_backbone(name: str = "efficientnet_lite0", device: str = "cpu", weights: str | None = None) -> tuple[Any, Any]:
-    """``create_backbone(name)`` once per process and device: describe() is called per pair."""
-    from ..captioners.backbones import create_backbone
-
-    module, info = create_backbone(name, weights=weights)
-    return module.to(device).eval(), info
-
-
-def backbone_grids(images: Sequence[np.ndarray], backbone: tuple[Any, Any], device: str = "cpu") -> "torch.Tensor":
-    """(N, C, h, w) float32 grids of (H, W, 3) uint8 RGB images, preprocessed exactly as
-    ``data/cache.py`` does (area resize to the input size, /255, mean/std)."""
-    import cv2
-    import torch
-
-    module, info = backbone
-    height, width = info.input_size
-    batch = np.stack([cv2.resize(im, (width, height), interpolation=cv2.INTER_AREA) for im in images])
-    x = torch.from_numpy(batch).to(device).permute(0, 3, 1, 2).float().div(255)
-    mean = torch.tensor(info.mean, device=device).view(1, 3, 1, 1)
-    std = torch.tensor(info.std, device=device).view(1, 3, 1, 1)
-    with torch.inference_mode():
-        return module((x - mean) / std).float()
-
-
-def batch_from_analysis(analysis: "Analysis", backbone: tuple[Any, Any], vocab: Vocabulary,
-                        max_clusters: int = 10, device: str = "cpu") -> Batch:
-    """The one-pair batch for ``generate`` (no gold text) from an analysed pair.
-
-    backbone: ``(module, BackboneInfo)`` as ``get_backbone`` / ``create_backbone`` return it.
-    Features are computed on the analysed pair (working resolution, after shifted onto before);
-    clusters are kept most salient first, at most ``max_clusters``, as in training.
-    """
-    clusters = sorted(analysis.clusters, key=lambda c: -c.salience)[: max_clusters if max_clusters > 0 else None]
-    grids = backbone_grids([analysis.pair.before.pixels, analysis.pair.after.pixels], backbone, device)
-    _, gh, gw = grids.shape[1:]
-    height, width = analysis.mask.active.shape
-    masks = np.stack([c.mask for c in clusters]) if clusters else np.zeros((0, height, width), bool)
-    feats = np.array([c.features for c in clusters], np.float32).reshape(-1, 4)
-    pair = PairInputs(
-        id=analysis.pair.before.source, before=grids[0].cpu().numpy(), after=grids[1].cpu().numpy(),
-        masks=project_masks(masks, (gh, gw)), feats=normalise_prior_features(feats, height, width),
-        cluster_ids=tuple(c.id for c in clusters), annotations=(),
-    )
-    return collate([(pair, None)], vocab)
+__all__ = [
+    "GOLD_IOU", "PairInputs", "TrainingData", "backbone_grids", "batch_from_analysis", "collate", "get_backbone",
+    "gold_clusters", "load_training_data", "move_batch", "training_sentences", "with_grids",
+]

@@ -1,4 +1,4 @@
-"""The training loop: one function, ``train(config)``, to be read top to bottom.
+"""The training loop: ``train(config)`` on one screen, then the named steps it calls, in order.
 
     0. processes and devices    torchrun -> DDP (gloo on CPU, NCCL on CUDA), or one process
     1. data                     the dataset (default: a synthetic benchmark made once), its cache,
@@ -13,10 +13,11 @@
                                 best.pt when it improves, last.pt every epoch; stop after
                                 ``patience`` validations without improvement
 
-Ctrl-C saves last.pt (atomically, at the exact batch) before returning, so ``--resume`` continues
-where it stopped. Rank 0 writes every file; nothing here prints: progress and log lines go through
-callbacks (the CLI renders them with Rich). Non-gradient models (``nn``, ``nn-multi``) get one
-``fit(train_batches)`` call instead of steps.
+What stays fixed during a run is a :class:`Run`; where the run is (what last.pt stores and
+``--resume`` restores) is a :class:`RunState`. Ctrl-C saves last.pt (atomically, at the exact
+batch) before returning, so ``--resume`` continues where it stopped. Rank 0 writes every file;
+nothing here prints: progress and log lines go through callbacks (the CLI renders them with Rich).
+Non-gradient models (``nn``, ``nn-multi``) get one ``fit(train_batches)`` call instead of steps.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import math
 import os
 import random
 import time
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable
 
@@ -34,12 +35,13 @@ import numpy as np
 import torch
 
 from ..captioners.checkpoint import build_captioner, read_checkpoint, save_checkpoint
-from ..captioners.registry import create_captioner
+from ..captioners.features import Batch, move_batch, with_grids
+from ..captioners.registry import create_model
 from ..captioners.vocab import Vocabulary
 from ..errors import OutputError, UsageError
 from ..report.atomic import atomic_write_text
 from . import distributed as dist
-from .batches import TrainingData, load_training_data, move_batch, training_sentences, with_grids
+from .batches import TrainingData, load_training_data, training_sentences
 from .recipes import DEFAULT_DATASET, TrainConfig
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
@@ -64,15 +66,136 @@ class TrainResult:
     samples_per_second: float = 0.0
 
 
+@dataclass
+class RunState:
+    """Where a run is: the fields a checkpoint's ``extra`` stores and ``--resume`` restores.
+    ``batch_in_epoch`` batches of epoch ``epoch`` (0-based) are done; ``bad_evals`` counts
+    validations since ``best_score`` last improved."""
+
+    epoch: int = 0
+    step: int = 0
+    batch_in_epoch: int = 0
+    best_score: float | None = None
+    bad_evals: int = 0
+    history: list[dict[str, Any]] = field(default_factory=list)
+
+    @classmethod
+    def from_extra(cls, extra: dict[str, Any]) -> RunState:
+        """The state saved in a checkpoint's ``extra`` (fields it lacks keep their defaults)."""
+        state = cls(**{f.name: extra[f.name] for f in fields(cls) if f.name in extra})
+        state.history = list(state.history)
+        return state
+
+
+@dataclass
+class Run:
+    """What stays fixed while a run trains: set up once by :func:`train`, read by its steps."""
+
+    config: TrainConfig
+    info: dist.DistInfo
+    device: str
+    out: Path
+    model: Any
+    train_data: TrainingData
+    val_data: TrainingData
+    optimizer: torch.optim.Optimizer
+    scaler: torch.amp.GradScaler
+    params: list[torch.nn.Parameter]  # what gradient clipping covers (the backbone's too when fine-tuning)
+    loss_module: torch.nn.Module  # LossForward, DDP-wrapped under torchrun
+    use_amp: bool
+    amp_dtype: torch.dtype
+    say: Log
+    progress: Progress | None
+
+    @property
+    def steps_per_epoch(self) -> int:
+        return math.ceil(len(self.train_data.examples) / self.config.batch_size)
+
+
+@dataclass
+class Interval:
+    """Sums over the steps since the last log line (all processes add theirs when it is printed)."""
+
+    loss: float = 0.0
+    nll: float = 0.0
+    tokens: float = 0.0
+    steps: int = 0
+    samples: int = 0
+    started: float = field(default_factory=time.perf_counter)
+
+    def add(self, out: dict[str, Any], samples: int) -> None:
+        self.loss += float(out["loss"].detach())
+        self.nll += float(out["nll"].detach())
+        self.tokens += float(out["n_tokens"])
+        self.steps += 1
+        self.samples += samples
+
+
 def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool = False,
           progress: Progress | None = None, log: Log | None = None) -> TrainResult:
     """Train ``config.model`` as ``config`` says; files go to ``out_dir`` (see ``prepare_out_dir``)."""
-    from ..device import resolve_device
-
     say = log or (lambda line: None)
     started = time.perf_counter()
+    info, device = start_processes(config, say)  # 0
+    notes: list[str] = []  # 1
+    root = dataset_root(config, info, say, notes)
+    out = prepare_out_dir(out_dir, resume, config, root) if info.is_main else Path(str(out_dir or ""))
+    out = Path(dist.broadcast_object(str(out), info))
+    checkpoint = resume_checkpoint(out / "last.pt", config) if resume else None
+    vocab = run_vocabulary(checkpoint, root, config, say)
+    backbone = trainable_backbone(config, say) if config.finetune_backbone else None
+    train_data, val_data = load_splits(root, config, vocab, backbone, say)
+    model = build_model(config, checkpoint, vocab, train_data, backbone, device)  # 2
+    seed_everything(config.seed + info.rank)  # same init everywhere, different dropout per process
+    if info.is_main:
+        write_run_files(out, config, model, vocab, root, info, device)
+    if not trained_by_gradient(model, config, backbone):
+        return _fit_once(model, config, train_data, val_data, out, info, say, notes, started)
+    run = make_run(config, info, device, out, model, backbone, train_data, val_data, say, progress)
+    state = resume_state(run, checkpoint) if checkpoint is not None else RunState()  # 3
 
-    # 0. processes and devices ------------------------------------------------------------------
+    stopped_early = interrupted = False  # 4
+    samples_done, interval = 0, Interval()
+    try:
+        while state.epoch < config.epochs and not stopped_early:
+            order = np.random.default_rng([config.seed, state.epoch]).permutation(len(train_data.examples))
+            model.train()
+            for batch_index in range(state.batch_in_epoch, run.steps_per_epoch):
+                n_global, batch = get_batch(run, order, batch_index)
+                if batch is None:  # a last batch shorter than the number of processes
+                    continue
+                lr = get_lr(state.step, config, run.steps_per_epoch * config.epochs)
+                out_loss = train_step(run, batch, lr)
+                state.step, state.batch_in_epoch = state.step + 1, batch_index + 1
+                samples_done += n_global
+                interval.add(out_loss, n_global)
+                if progress and info.is_main:
+                    progress(f"epoch {state.epoch + 1}/{config.epochs}", batch_index + 1, run.steps_per_epoch)
+                if state.step % config.log_every == 0:
+                    interval = log_interval(run, state, interval, lr)
+            state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+            if state.epoch % config.eval_every == 0 or state.epoch == config.epochs:  # 5
+                stopped_early = validate_and_checkpoint(run, state)
+            if info.is_main:
+                save_checkpoint(out / "last.pt", model, checkpoint_extra(run, state))
+            dist.barrier(info)
+    except KeyboardInterrupt:
+        interrupted = True
+        save_interrupted(run, state)
+    finally:
+        dist.cleanup(info)
+    return run_result(out, state, stopped_early, interrupted, notes, started, samples_done)
+
+
+# ------------------------------------------------------------------------------------------------
+# the steps train() takes, in the order it takes them
+
+
+def start_processes(config: TrainConfig, say: Log) -> tuple[dist.DistInfo, str]:
+    """0. Join torchrun's process group (or run alone), pick this process' device and thread
+    count, seed every RNG; the global batch must split evenly over the processes."""
+    from ..device import resolve_device
+
     info = dist.init_distributed(resolve_device(config.device))
     device = dist.process_device(resolve_device(config.device), info)
     if config.num_threads > 0:
@@ -85,48 +208,68 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool =
         say(f"distributed: rank {info.rank} of {info.world_size} ({info.backend}) on {device}")
     if config.batch_size % info.world_size:
         raise UsageError(f"--batch-size {config.batch_size} must be a multiple of the {info.world_size} processes")
+    return info, device
 
-    # 1. data ---------------------------------------------------------------------------------
-    notes: list[str] = []
-    root = dataset_root(config, info, say, notes)
-    out = prepare_out_dir(out_dir, resume, config, root) if info.is_main else Path(str(out_dir or ""))
-    out = Path(dist.broadcast_object(str(out), info))
-    checkpoint = read_checkpoint(out / "last.pt") if resume else None
-    if checkpoint is not None and checkpoint["model"] != config.model:
-        raise UsageError(f"{out / 'last.pt'} is a '{checkpoint['model']}' run, not '{config.model}'; "
+
+def resume_checkpoint(path: Path, config: TrainConfig) -> dict[str, Any]:
+    """1. The last.pt to continue, checked against the recipe: same model, same fine-tuning."""
+    checkpoint = read_checkpoint(path)
+    if checkpoint["model"] != config.model:
+        raise UsageError(f"{path} is a '{checkpoint['model']}' run, not '{config.model}'; "
                          f"resume it with --model {checkpoint['model']}")
-    if checkpoint is not None and ("backbone_state_dict" in checkpoint) != config.finetune_backbone:
-        raise UsageError(f"{out / 'last.pt'} was trained with finetune_backbone: "
+    if ("backbone_state_dict" in checkpoint) != config.finetune_backbone:
+        raise UsageError(f"{path} was trained with finetune_backbone: "
                          f"{str(not config.finetune_backbone).lower()}; resume it with the same setting")
+    return checkpoint
+
+
+def run_vocabulary(checkpoint: dict[str, Any] | None, root: Path, config: TrainConfig, say: Log) -> Vocabulary:
+    """1. The checkpoint's vocabulary when resuming, else one built from the training split."""
     if checkpoint is not None:
         vocab = Vocabulary.from_dict(checkpoint["vocab"])
     else:
         vocab = Vocabulary.build(training_sentences(root, config.train_split, config.format), config.min_count)
     say(f"data: {root} | vocabulary {len(vocab)} words (min_count {config.min_count})")
-    data_args = dict(backbone=config.backbone, format=config.format, max_clusters=config.max_clusters,
-                     max_len=config.max_len, max_description_len=config.max_description_len)
-    backbone = None
-    if config.finetune_backbone:  # a private copy of the backbone the cache used, to be trained
-        from ..captioners.backbones import create_backbone
+    return vocab
 
-        with torch.random.fork_rng(devices=[]):  # building it must not shift the captioner's init
-            backbone = create_backbone(config.backbone)
+
+def trainable_backbone(config: TrainConfig, say: Log) -> tuple[Any, Any]:
+    """1. ``finetune_backbone``: a private copy of the backbone the cache used, to be trained."""
+    from ..captioners.backbones import create_backbone
+
+    with torch.random.fork_rng(devices=[]):  # building it must not shift the captioner's init
+        backbone = create_backbone(config.backbone)
+    say(f"fine-tuning {config.backbone}: batches carry {backbone[1].input_size} images, "
+        f"backbone lr {config.resolved_backbone_lr:.2e}")
+    return backbone
+
+
+def load_splits(root: Path, config: TrainConfig, vocab: Vocabulary, backbone: tuple[Any, Any] | None,
+                say: Log) -> tuple[TrainingData, TrainingData]:
+    """1. The training and validation splits in memory (images instead of grids when fine-tuning)."""
+    data_args: dict[str, Any] = dict(backbone=config.backbone, format=config.format, max_clusters=config.max_clusters,
+                                     max_len=config.max_len, max_description_len=config.max_description_len)
+    if backbone is not None:
         data_args["images"] = backbone[1]
-        say(f"fine-tuning {config.backbone}: batches carry {backbone[1].input_size} images, "
-            f"backbone lr {config.resolved_backbone_lr:.2e}")
-    train_data = load_training_data(root, config.train_split, vocab, **data_args)  # type: ignore[arg-type]
-    val_data = load_training_data(root, config.val_split, vocab, **data_args)  # type: ignore[arg-type]
+    train_data = load_training_data(root, config.train_split, vocab, **data_args)
+    val_data = load_training_data(root, config.val_split, vocab, **data_args)
     say(f"data: {len(train_data.examples)} training examples ({len(train_data.pairs)} pairs), "
         f"{len(val_data.pairs)} validation pairs, features {train_data.feature_shape}")
+    return train_data, val_data
 
-    # 2. model and optimizer --------------------------------------------------------------------
-    if checkpoint is not None:  # the checkpoint's resolved config rebuilds exactly that model
+
+def build_model(config: TrainConfig, checkpoint: dict[str, Any] | None, vocab: Vocabulary, train_data: TrainingData,
+                backbone: tuple[Any, Any] | None, device: str) -> Any:
+    """2. The model on ``device``: rebuilt from the checkpoint's resolved config and weights when
+    resuming, else the model's defaults for this feature shape with the recipe's model_config on
+    top. A fine-tuned backbone rides along as ``model.finetuned_backbone``."""
+    if checkpoint is not None:
         model = build_captioner(config.model, dict(checkpoint["config"]), vocab, device)
         model.load_state_dict(checkpoint["state_dict"])
-    else:  # the model's defaults for this feature shape, with the recipe's model_config on top
+    else:
         channels, grid_h, grid_w = train_data.feature_shape
-        model = create_captioner(config.model, weights=None, device=device, vocab=vocab, channels=channels,
-                                 grid=[grid_h, grid_w], backbone=config.backbone, **config.model_config)
+        model = create_model(config.model, weights=None, device=device, vocab=vocab, channels=channels,
+                             grid=[grid_h, grid_w], backbone=config.backbone, **config.model_config)
     model.to(device)
     if backbone is not None:
         if checkpoint is not None and "backbone_state_dict" in checkpoint:
@@ -135,19 +278,33 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool =
         # re-estimate them); the weights still get gradients. save_checkpoint stores it from here.
         backbone[0].to(device).eval().requires_grad_(True)
         model.finetuned_backbone = backbone
-    model_config = dict(model.config)
-    seed_everything(config.seed + info.rank)  # same init everywhere, different dropout per process
-    if info.is_main:
-        atomic_write_text(out / "config.json", json.dumps(
-            {"train": config.to_dict(), "model_config": model_config, "data": str(root),
-             "world_size": info.world_size, "device": device}, indent=2) + "\n")
-        atomic_write_text(out / "vocab.json", json.dumps(vocab.to_dict()) + "\n")
+    return model
+
+
+def write_run_files(out: Path, config: TrainConfig, model: Any, vocab: Vocabulary, root: Path,
+                    info: dist.DistInfo, device: str) -> None:
+    """2. config.json (recipe, resolved model config, data, processes) and vocab.json."""
+    atomic_write_text(out / "config.json", json.dumps(
+        {"train": config.to_dict(), "model_config": dict(model.config), "data": str(root),
+         "world_size": info.world_size, "device": device}, indent=2) + "\n")
+    atomic_write_text(out / "vocab.json", json.dumps(vocab.to_dict()) + "\n")
+
+
+def trained_by_gradient(model: Any, config: TrainConfig, backbone: tuple[Any, Any] | None) -> bool:
+    """2. False for a model fitted once instead (``fit`` and no trainable parameters: nn)."""
     if callable(getattr(model, "fit", None)) and not any(p.requires_grad for p in _parameters(model)):
         if backbone is not None:
             raise UsageError(f"{config.model} is not trained by gradient steps: finetune_backbone needs a model "
                              "that is; set finetune_backbone: false")
-        return _fit_once(model, config, train_data, val_data, out, info, say, notes, started)
+        return False
+    return True
 
+
+def make_run(config: TrainConfig, info: dist.DistInfo, device: str, out: Path, model: Any,
+             backbone: tuple[Any, Any] | None, train_data: TrainingData, val_data: TrainingData, say: Log,
+             progress: Progress | None) -> Run:
+    """2. The optimizer (Adam, §4, or AdamW; the backbone in its own group), AMP and the loss
+    module every step calls."""
     params = [p for p in model.parameters() if p.requires_grad]
     Optim = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
     groups: list[Any] = params
@@ -161,142 +318,142 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool =
     amp_dtype = torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype == torch.float16)
     loss_module = dist.wrap_model(LossForward(model, backbone), info, device, config.ddp_find_unused)
+    return Run(config, info, device, out, model, train_data, val_data, optimizer, scaler, params, loss_module,
+               use_amp, amp_dtype, say, progress)
 
-    steps_per_epoch = math.ceil(len(train_data.examples) / config.batch_size)
-    total_steps = steps_per_epoch * config.epochs
-    state = {"epoch": 0, "step": 0, "batch_in_epoch": 0, "best_score": None, "bad_evals": 0, "history": []}
 
-    # 3. resume ---------------------------------------------------------------------------------
-    if checkpoint is not None:
-        extra = checkpoint.get("extra", {})
-        for key in state:
-            if key in extra:
-                state[key] = extra[key]
-        if "optimizer" in extra:
-            optimizer.load_state_dict(extra["optimizer"])
-        if "scaler" in extra and scaler.is_enabled():
-            scaler.load_state_dict(extra["scaler"])
-        restore_rng(extra.get("rng"))
-        say(f"resumed {out / 'last.pt'}: epoch {state['epoch']}, step {state['step']}, "
-            f"best CIDEr {_fmt(state['best_score'])}")
+def resume_state(run: Run, checkpoint: dict[str, Any]) -> RunState:
+    """3. Position, optimizer, gradient scaler and RNG from last.pt, so the run goes on exactly
+    as if it had never stopped."""
+    extra = checkpoint.get("extra", {})
+    state = RunState.from_extra(extra)
+    if "optimizer" in extra:
+        run.optimizer.load_state_dict(extra["optimizer"])
+    if "scaler" in extra and run.scaler.is_enabled():
+        run.scaler.load_state_dict(extra["scaler"])
+    restore_rng(extra.get("rng"))
+    run.say(f"resumed {run.out / 'last.pt'}: epoch {state.epoch}, step {state.step}, "
+            f"best CIDEr {_fmt(state.best_score)}")
+    return state
 
-    def get_lr(step: int) -> float:
-        # 1) linear warmup for warmup_steps steps
-        if step < config.warmup_steps:
-            return config.lr * (step + 1) / config.warmup_steps
-        # 2) constant (Spot-the-diff: plain Adam, no schedule)
-        if config.lr_schedule == "constant":
-            return config.lr
-        # 3) cosine decay from lr to min_lr over the remaining steps
-        ratio = min(1.0, (step - config.warmup_steps) / max(1, total_steps - config.warmup_steps))
-        return config.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (config.lr - config.min_lr)
 
-    def checkpoint_extra(position_in_epoch: int) -> dict[str, Any]:
-        return {"epoch": state["epoch"], "step": state["step"], "batch_in_epoch": position_in_epoch,
-                "best_score": state["best_score"], "bad_evals": state["bad_evals"], "history": state["history"],
-                "optimizer": optimizer.state_dict(), "scaler": scaler.state_dict() if scaler.is_enabled() else {},
-                "rng": capture_rng(), "train_config": config.to_dict()}
+def get_batch(run: Run, order: np.ndarray, batch_index: int) -> tuple[int, Batch | None]:
+    """4. Global batch ``batch_index`` of the epoch's example ``order``: (its size, this process'
+    share on the device, or None when the share is empty)."""
+    size = run.config.batch_size
+    global_items = dist.usable_batch(order[batch_index * size:(batch_index + 1) * size], run.info)
+    local_items = dist.shard_batch(list(global_items), run.info)
+    if not local_items:
+        return len(global_items), None
+    batch = run.train_data.batch([run.train_data.examples[i] for i in local_items])
+    return len(global_items), move_batch(batch, run.device)
 
-    # 4. epochs of steps ------------------------------------------------------------------------
-    stopped_early = interrupted = False
-    samples_done, interval = 0, {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "n": 0, "samples": 0, "t": time.perf_counter()}
-    batch_index = int(state["batch_in_epoch"])
-    try:
-        while state["epoch"] < config.epochs and not stopped_early:
-            epoch = int(state["epoch"])
-            order = np.random.default_rng([config.seed, epoch]).permutation(len(train_data.examples))
-            model.train()
-            for batch_index in range(int(state["batch_in_epoch"]), steps_per_epoch):
-                global_items = dist.usable_batch(order[batch_index * config.batch_size:(batch_index + 1) * config.batch_size], info)
-                local_items = dist.shard_batch(list(global_items), info)
-                if not local_items:  # a last batch shorter than the number of processes
-                    continue
-                batch = move_batch(train_data.batch([train_data.examples[i] for i in local_items]), device)
-                lr = get_lr(int(state["step"]))
-                for group in optimizer.param_groups:
-                    group["lr"] = lr * group.get("lr_scale", 1.0)
-                with torch.autocast(device_type="cuda", dtype=amp_dtype, enabled=use_amp):
-                    out_loss = loss_module(batch)
-                scaler.scale(out_loss["loss"]).backward()
-                if config.grad_clip > 0:
-                    scaler.unscale_(optimizer)
-                    torch.nn.utils.clip_grad_norm_(params, config.grad_clip)
-                scaler.step(optimizer)
-                scaler.update()
-                optimizer.zero_grad(set_to_none=True)
-                state["step"] = int(state["step"]) + 1
-                state["batch_in_epoch"] = batch_index + 1
-                samples_done += len(global_items)
-                interval["loss"] += float(out_loss["loss"].detach())
-                interval["nll"] += float(out_loss["nll"].detach())
-                interval["tokens"] += float(out_loss["n_tokens"])
-                interval["n"] += 1
-                interval["samples"] += len(global_items)
-                if progress and info.is_main:
-                    progress(f"epoch {epoch + 1}/{config.epochs}", batch_index + 1, steps_per_epoch)
-                if state["step"] % config.log_every == 0:
-                    loss_sum, nll_sum, tok_sum, n_sum = dist.all_reduce_sum(
-                        [interval["loss"], interval["nll"], interval["tokens"], interval["n"]], info)
-                    seconds = time.perf_counter() - interval["t"]
-                    line = (f"epoch {epoch + 1} step {state['step']} loss {loss_sum / max(1, n_sum):.4f} "
-                            f"ppl {math.exp(min(50.0, nll_sum / max(1.0, tok_sum))):.2f} lr {lr:.2e} "
-                            f"{interval['samples'] / max(seconds, 1e-9):.1f} samples/s")
-                    if info.is_main:
-                        say(line)
-                        _append_log(out, {"step": state["step"], "epoch": epoch + 1, "loss": loss_sum / max(1, n_sum),
-                                          "lr": lr, "samples_per_s": interval["samples"] / max(seconds, 1e-9)})
-                    interval = {"loss": 0.0, "nll": 0.0, "tokens": 0.0, "n": 0, "samples": 0, "t": time.perf_counter()}
-            state["epoch"] = epoch + 1
-            state["batch_in_epoch"] = 0
 
-            # 5. validate and checkpoint -----------------------------------------------------------
-            if (epoch + 1) % config.eval_every == 0 or state["epoch"] == config.epochs:
-                record = validate(model, val_data, config, device, progress) if info.is_main else None
-                record = dist.broadcast_object(record, info)
-                record.update(epoch=epoch + 1, step=state["step"])
-                state["history"] = [*state["history"], record]
-                score = record["CIDEr"]
-                improved = state["best_score"] is None or score > state["best_score"]
-                if improved:
-                    state["best_score"], state["bad_evals"] = score, 0
-                else:
-                    state["bad_evals"] = int(state["bad_evals"]) + 1
-                if info.is_main:
-                    if improved:
-                        save_checkpoint(out / "best.pt", model, {k: v for k, v in checkpoint_extra(0).items()
-                                                                 if k not in ("optimizer", "scaler", "rng")})
-                    say(f"epoch {epoch + 1} validation: CIDEr {score:.4f} BLEU-4 {record.get('BLEU-4', 0.0):.4f} "
-                        f"ppl {_fmt(record.get('perplexity'))}" + (" (best: saved best.pt)" if improved else
-                        f" (best {state['best_score']:.4f}; {state['bad_evals']}/{config.patience or '∞'} without improvement)"))
-                    _append_log(out, {"validation": record})
-                if config.patience and int(state["bad_evals"]) >= config.patience:
-                    stopped_early = True
-                    say(f"early stop: no CIDEr improvement in {config.patience} validations")
-            if info.is_main:
-                save_checkpoint(out / "last.pt", model, checkpoint_extra(0))
-            dist.barrier(info)
-    except KeyboardInterrupt:
-        interrupted = True
-        if info.is_main:
-            # The step counter says exactly which batches are done: resume starts at the next one.
-            save_checkpoint(out / "last.pt", model, checkpoint_extra(int(state["batch_in_epoch"])))
-            say(f"interrupted: saved {out / 'last.pt'} at epoch {int(state['epoch']) + 1}, "
-                f"batch {state['batch_in_epoch']}/{steps_per_epoch}; continue with --resume")
-    finally:
-        dist.cleanup(info)
+def get_lr(step: int, config: TrainConfig, total_steps: int) -> float:
+    """4. The learning rate of ``step`` (0-based)."""
+    # 1) linear warmup for warmup_steps steps
+    if step < config.warmup_steps:
+        return config.lr * (step + 1) / config.warmup_steps
+    # 2) constant (Spot-the-diff: plain Adam, no schedule)
+    if config.lr_schedule == "constant":
+        return config.lr
+    # 3) cosine decay from lr to min_lr over the remaining steps
+    ratio = min(1.0, (step - config.warmup_steps) / max(1, total_steps - config.warmup_steps))
+    return config.min_lr + 0.5 * (1.0 + math.cos(math.pi * ratio)) * (config.lr - config.min_lr)
 
+
+def train_step(run: Run, batch: Batch, lr: float) -> dict[str, Any]:
+    """4. One optimisation step at ``lr``: loss (AMP on CUDA), backward, clip, update. Returns
+    the model's loss dict (``loss``, ``nll``, ``n_tokens``)."""
+    for group in run.optimizer.param_groups:
+        group["lr"] = lr * group.get("lr_scale", 1.0)
+    with torch.autocast(device_type="cuda", dtype=run.amp_dtype, enabled=run.use_amp):
+        out = run.loss_module(batch)
+    run.scaler.scale(out["loss"]).backward()
+    if run.config.grad_clip > 0:
+        run.scaler.unscale_(run.optimizer)
+        torch.nn.utils.clip_grad_norm_(run.params, run.config.grad_clip)
+    run.scaler.step(run.optimizer)
+    run.scaler.update()
+    run.optimizer.zero_grad(set_to_none=True)
+    return out
+
+
+def log_interval(run: Run, state: RunState, interval: Interval, lr: float) -> Interval:
+    """4. One log line (and a log.jsonl record) for the steps since the last; a fresh interval."""
+    loss_sum, nll_sum, tok_sum, n_sum = dist.all_reduce_sum(
+        [interval.loss, interval.nll, interval.tokens, interval.steps], run.info)
+    seconds = time.perf_counter() - interval.started
+    samples_per_s = interval.samples / max(seconds, 1e-9)
+    if run.info.is_main:
+        run.say(f"epoch {state.epoch + 1} step {state.step} loss {loss_sum / max(1, n_sum):.4f} "
+                f"ppl {math.exp(min(50.0, nll_sum / max(1.0, tok_sum))):.2f} lr {lr:.2e} {samples_per_s:.1f} samples/s")
+        _append_log(run.out, {"step": state.step, "epoch": state.epoch + 1, "loss": loss_sum / max(1, n_sum),
+                              "lr": lr, "samples_per_s": samples_per_s})
+    return Interval()
+
+
+def validate_and_checkpoint(run: Run, state: RunState) -> bool:
+    """5. Validate (rank 0; every rank gets the record), save best.pt when CIDEr improved, and
+    say whether to stop early (``patience`` validations without improvement)."""
+    config = run.config
+    record = validate(run.model, run.val_data, config, run.device, run.progress) if run.info.is_main else None
+    record = dist.broadcast_object(record, run.info)
+    record.update(epoch=state.epoch, step=state.step)
+    state.history.append(record)
+    score = record["CIDEr"]
+    improved = state.best_score is None or score > state.best_score
+    if improved:
+        state.best_score, state.bad_evals = score, 0
+    else:
+        state.bad_evals += 1
+    if run.info.is_main:
+        if improved:  # best.pt is for use: no optimizer, scaler or RNG state
+            save_checkpoint(run.out / "best.pt", run.model, checkpoint_extra(run, state, resumable=False))
+        run.say(f"epoch {state.epoch} validation: CIDEr {score:.4f} BLEU-4 {record.get('BLEU-4', 0.0):.4f} "
+                f"ppl {_fmt(record.get('perplexity'))}" + (" (best: saved best.pt)" if improved else
+                f" (best {state.best_score:.4f}; {state.bad_evals}/{config.patience or '∞'} without improvement)"))
+        _append_log(run.out, {"validation": record})
+    if config.patience and state.bad_evals >= config.patience:
+        run.say(f"early stop: no CIDEr improvement in {config.patience} validations")
+        return True
+    return False
+
+
+def checkpoint_extra(run: Run, state: RunState, resumable: bool = True) -> dict[str, Any]:
+    """5. The checkpoint's ``extra``: the run state, plus (``resumable``, for last.pt) the
+    optimizer, gradient scaler and RNG states that make ``--resume`` exact."""
+    extra: dict[str, Any] = asdict(state)
+    if resumable:
+        extra.update(optimizer=run.optimizer.state_dict(),
+                     scaler=run.scaler.state_dict() if run.scaler.is_enabled() else {}, rng=capture_rng())
+    extra["train_config"] = run.config.to_dict()
+    return extra
+
+
+def save_interrupted(run: Run, state: RunState) -> None:
+    """Ctrl-C: last.pt at the exact batch; the step counter says which batches are done, so
+    ``--resume`` starts at the next one."""
+    if run.info.is_main:
+        save_checkpoint(run.out / "last.pt", run.model, checkpoint_extra(run, state))
+        run.say(f"interrupted: saved {run.out / 'last.pt'} at epoch {state.epoch + 1}, "
+                f"batch {state.batch_in_epoch}/{run.steps_per_epoch}; continue with --resume")
+
+
+def run_result(out: Path, state: RunState, stopped_early: bool, interrupted: bool, notes: list[str],
+               started: float, samples_done: int) -> TrainResult:
     seconds = time.perf_counter() - started
     return TrainResult(
         out_dir=out, best_path=(out / "best.pt") if (out / "best.pt").is_file() else None,
-        last_path=(out / "last.pt") if (out / "last.pt").is_file() else None, best_score=state["best_score"],
-        epochs=int(state["epoch"]), steps=int(state["step"]), stopped_early=stopped_early, interrupted=interrupted,
-        history=list(state["history"]), notes=notes, seconds=seconds,
+        last_path=(out / "last.pt") if (out / "last.pt").is_file() else None, best_score=state.best_score,
+        epochs=state.epoch, steps=state.step, stopped_early=stopped_early, interrupted=interrupted,
+        history=list(state.history), notes=notes, seconds=seconds,
         samples_per_second=samples_done / seconds if seconds else 0.0,
     )
 
 
 # ------------------------------------------------------------------------------------------------
-# the pieces train() uses, in the order it uses them
+# helpers: RNG, folders, the loss module, validation, non-gradient models
 
 
 def seed_everything(seed: int) -> None:

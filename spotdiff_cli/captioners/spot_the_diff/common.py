@@ -244,13 +244,13 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
         raise NotImplementedError
 
     def analysis_batch(self, analysis: Analysis) -> Batch:
-        """The one-pair batch of an analysed pair (``train/batches.py: batch_from_analysis``:
+        """The one-pair batch of an analysed pair (``captioners/features.py: batch_from_analysis``:
         features from the model's backbone, clusters most salient first). The last one is kept,
         so describing and scoring the same pair computes its features once."""
         cached = getattr(self, "_analysis_cache", None)
         if cached is not None and cached[0] is analysis:
             return cached[1]
-        from ...train.batches import batch_from_analysis, get_backbone
+        from ..features import batch_from_analysis, get_backbone
 
         # A fine-tuned backbone (checkpoint.py: load_checkpoint) wins over the shared pretrained one.
         backbone = getattr(self, "finetuned_backbone", None) or get_backbone(
