@@ -30,11 +30,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import torch  # noqa: E402
 
-from spotdiff_cli.captioners.registry import create_captioner  # noqa: E402
+from spotdiff_cli.captioners.features import PairInputs, collate  # noqa: E402
+from spotdiff_cli.captioners.registry import available_models, create_model, model_info  # noqa: E402
 from spotdiff_cli.captioners.vocab import Vocabulary  # noqa: E402
-from spotdiff_cli.train.batches import PairInputs, collate  # noqa: E402
 
-MODELS = ("nn", "nn-multi", "capt", "capt-masked", "capt-multi", "ddla-uniform", "ddla")
+MODELS = tuple(name for name in available_models() if model_info(name).family == "spot-the-diff")
 C, GRID, K = 1280, (7, 7), 4
 
 
@@ -84,7 +84,7 @@ def backbone_pairs_per_second(repeat: int, b: int) -> float:
 
 def measure(name: str, vocab: Vocabulary, batch: dict[str, Any], repeat: int, tiny: bool) -> dict[str, float]:
     torch.manual_seed(0)
-    model = create_captioner(name, device="cpu", vocab=vocab, channels=C, grid=list(GRID), tiny=tiny)
+    model = create_model(name, device="cpu", vocab=vocab, channels=C, grid=list(GRID), tiny=tiny)
     b = batch["before"].shape[0]
     multi = name.endswith("multi")
     if hasattr(model, "fit") and not any(True for _ in model.parameters()):

@@ -97,7 +97,6 @@ def test_perplexity_reported_for_a_model_with_log_likelihood(split8: Path, tmp_p
     from spotdiff_cli.captioners import registry
 
     model = _CountingGrounded()
-    monkeypatch.setitem(registry._FAMILY_MODULES, "test-ll", "spotdiff_cli.captioners.grounded")
     monkeypatch.setitem(registry._FACTORIES, "test-ll", lambda **_: model)
     monkeypatch.setitem(registry._INFO, "test-ll", registry.ModelInfo("test-ll", "test", "", False, False))
     out = tmp_path / "ll"

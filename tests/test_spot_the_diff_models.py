@@ -12,14 +12,14 @@ import pytest
 import torch
 
 from spotdiff_cli.captioners.checkpoint import load_checkpoint, save_checkpoint
-from spotdiff_cli.captioners.registry import create_captioner, model_info
+from spotdiff_cli.captioners.registry import available_models, create_captioner, model_info
 from spotdiff_cli.captioners.spot_the_diff import MODEL_CLASSES, default_config
 from spotdiff_cli.captioners.spot_the_diff.ddla import ClusterView
 from spotdiff_cli.captioners.vocab import PAD_ID, SEP_ID, Vocabulary
 
 from conftest import draw_box, textured_background
 
-NAMES = ["nn", "nn-multi", "capt", "capt-masked", "capt-multi", "ddla-uniform", "ddla"]
+NAMES = [name for name in available_models() if model_info(name).family == "spot-the-diff"]
 C, H, W, T = 16, 4, 4, 8
 
 SENTENCES = [

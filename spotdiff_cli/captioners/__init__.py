@@ -1,6 +1,6 @@
-"""Captioners: turn an analysed pair into sentences. One file per model family, registered by
-name in ``registry.py``; ``create_captioner(name, ...)`` builds one."""
+"""Captioners: turn an analysed pair into sentences. One module per model family, listed in
+``registry.FAMILY_MODULES``; each registers its model names; ``create_model(name, ...)`` builds one."""
 
-from .registry import available_models, create_captioner, model_info, register_captioner
+from .registry import available_models, create_captioner, create_model, model_info, register_captioner, register_model
 
-__all__ = ["available_models", "create_captioner", "model_info", "register_captioner"]
+__all__ = ["available_models", "create_captioner", "create_model", "model_info", "register_captioner", "register_model"]

@@ -1,17 +1,19 @@
 """The Spot-the-diff model family (Jhamtani & Berg-Kirkpatrick, EMNLP 2018;
-``papers/spot-the-diff-ddla-2018.txt``): ``nn``, ``nn-multi``, ``capt``, ``capt-masked``,
-``capt-multi``, ``ddla-uniform``, ``ddla``.
+``papers/spot-the-diff-ddla-2018.txt``): the nearest-neighbour, attention (CAPT) and latent
+alignment (DDLA) models of its §4, named in :data:`MODELS`.
 
-Modules: ``common`` (pair encoder, soft-attention LSTM decoder, base class), ``neighbours``
-(nn baselines), ``capt`` (attention baselines), ``ddla`` (latent alignment model).
+This package registers the family's names and factories and holds their configs; it imports no
+torch. Modules, imported when a model is built: ``common`` (pair encoder, soft-attention LSTM
+decoder, base class), ``neighbours`` (nn baselines), ``capt`` (attention baselines), ``ddla``
+(latent alignment model).
 
 Every model is ``cls(config, vocab)`` with ``config`` from :func:`default_config` (plain types, so
 it goes into a checkpoint as is). Through the registry::
 
-    create_captioner("ddla", vocab=vocab, channels=1280, grid=(7, 7))          # untrained
-    create_captioner("ddla", vocab=vocab, config=resolved_config)              # rebuild from a checkpoint's config
-    create_captioner("ddla", vocab=vocab, channels=16, grid=(4, 4), tiny=True)  # the test variant
-    create_captioner("ddla", weights="run/best.pt")                            # trained (captioners/checkpoint.py)
+    create_model("ddla", vocab=vocab, channels=1280, grid=(7, 7))          # untrained
+    create_model("ddla", vocab=vocab, config=resolved_config)              # rebuild from a checkpoint's config
+    create_model("ddla", vocab=vocab, channels=16, grid=(4, 4), tiny=True)  # the test variant
+    create_model("ddla", weights="run/best.pt")                            # trained (captioners/checkpoint.py)
 
 Other keyword overrides replace config values (``hidden_size=256``); unknown keys are an error.
 """
@@ -19,32 +21,55 @@ Other keyword overrides replace config values (``hidden_size=256``); unknown key
 from __future__ import annotations
 
 import difflib
-from typing import Any, Callable
+import importlib
+from typing import TYPE_CHECKING, Any, Callable
 
 from ...errors import ModelError
-from ..registry import register_captioner
-from .capt import AttentionCaptioner, MaskedAttentionCaptioner, MultiAttentionCaptioner
-from .common import SpotTheDiffCaptioner
-from .ddla import DDLACaptioner, UniformDDLACaptioner
-from .neighbours import NearestNeighbourCaptioner, NearestNeighbourMultiCaptioner
+from ..registry import register_model
 
-MODEL_CLASSES: dict[str, type[SpotTheDiffCaptioner]] = {
-    cls.name: cls
-    for cls in (
-        NearestNeighbourCaptioner, NearestNeighbourMultiCaptioner, AttentionCaptioner, MaskedAttentionCaptioner,
-        MultiAttentionCaptioner, UniformDDLACaptioner, DDLACaptioner,
-    )
+if TYPE_CHECKING:  # pragma: no cover
+    from .common import SpotTheDiffCaptioner
+
+# The family's one list of names: name -> (module, class, what `spotdiff models` says). Importing
+# this package registers them without importing torch; a model's module is imported when it is
+# built. Each class states the same name in its ``name`` attribute (what checkpoints record).
+MODELS: dict[str, tuple[str, str, str]] = {
+    "nn": ("neighbours", "NearestNeighbourCaptioner",
+           "nearest training pair by pooled before/after/difference features; copies its most typical sentence"),
+    "nn-multi": ("neighbours", "NearestNeighbourMultiCaptioner",
+                 "nearest training pair by pooled before/after/difference features; copies its whole description"),
+    "capt": ("capt", "AttentionCaptioner",
+             "LSTM with soft attention over both images' feature grids; one sentence"),
+    "capt-masked": ("capt", "MaskedAttentionCaptioner",
+                    "capt with attention multiplied by the union of the cluster masks"),
+    "capt-multi": ("capt", "MultiAttentionCaptioner",
+                   "capt trained on the whole description (sentences joined by <sep>)"),
+    "ddla-uniform": ("ddla", "UniformDDLACaptioner",
+                     "latent cluster alignment per sentence with a uniform prior; clusters ordered by box area"),
+    "ddla": ("ddla", "DDLACaptioner",
+             "latent cluster alignment per sentence, learned log-linear prior, marginal likelihood (Spot-the-diff)"),
 }
 
-_SUMMARIES = {
-    "nn": "nearest training pair by pooled before/after/difference features; copies its most typical sentence",
-    "nn-multi": "nearest training pair by pooled before/after/difference features; copies its whole description",
-    "capt": "LSTM with soft attention over both images' feature grids; one sentence",
-    "capt-masked": "capt with attention multiplied by the union of the cluster masks",
-    "capt-multi": "capt trained on the whole description (sentences joined by <sep>)",
-    "ddla-uniform": "latent cluster alignment per sentence with a uniform prior; clusters ordered by box area",
-    "ddla": "latent cluster alignment per sentence, learned log-linear prior, marginal likelihood (Spot-the-diff)",
-}
+
+def model_class(name: str) -> type[SpotTheDiffCaptioner]:
+    """The class of model ``name`` (imports its module, and so torch)."""
+    module, cls_name, _ = MODELS[name]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls_name)
+
+
+def __getattr__(attr: str) -> Any:
+    """``MODEL_CLASSES`` ({name: class}) and the model classes by class name, imported on first use."""
+    if attr == "MODEL_CLASSES":
+        return {name: model_class(name) for name in MODELS}
+    if attr == "SpotTheDiffCaptioner":
+        from .common import SpotTheDiffCaptioner
+
+        return SpotTheDiffCaptioner
+    for name, (_, cls_name, _) in MODELS.items():
+        if attr == cls_name:
+            return model_class(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
 
 # The paper gives no sizes beyond the 14x14 ResNet grid and Adam with batches of 8 (§3.2, §4); these
 # are the usual show-attend-tell values, small enough to train on one GPU in an hour.
@@ -70,10 +95,10 @@ def default_config(name: str, channels: int, grid: tuple[int, int] | list[int], 
     ``tiny`` gives small hidden sizes (tests). The backbone name defaults to the embedded
     ``efficientnet_lite0``; set ``backbone`` to match the cached features you train on.
     """
-    if name not in MODEL_CLASSES:
-        close = difflib.get_close_matches(name, list(MODEL_CLASSES), n=1)
+    if name not in MODELS:
+        close = difflib.get_close_matches(name, list(MODELS), n=1)
         raise ModelError(f"unknown Spot-the-diff model '{name}'" + (f"; did you mean '{close[0]}'?" if close else "")
-                         + f" (available: {', '.join(MODEL_CLASSES)})")
+                         + f" (available: {', '.join(MODELS)})")
     h, w = (int(v) for v in grid)
     config: dict[str, Any] = {"channels": int(channels), "grid": [h, w], "backbone": "efficientnet_lite0"}
     if name.startswith("nn"):
@@ -85,9 +110,28 @@ def default_config(name: str, channels: int, grid: tuple[int, int] | list[int], 
     return config
 
 
-def _factory(name: str) -> Callable[..., SpotTheDiffCaptioner]:
-    cls = MODEL_CLASSES[name]
+def check_config(name: str, config: dict[str, Any]) -> None:
+    """Raise ``ModelError`` for the first setting of model ``name`` whose value is not of the kind
+    :func:`default_config` gives it (a damaged or foreign checkpoint's stored config, a recipe's
+    ``model_config``): an int where an int is expected (not a bool), a number for a float, a
+    positive (h, w) pair for ``grid``, a string for a name. Missing keys are the class's to name."""
+    for key, default in default_config(name, 1280, (7, 7)).items():
+        if key not in config:
+            continue
+        value = config[key]
+        if isinstance(default, list):
+            ok = isinstance(value, (list, tuple)) and len(value) == len(default) and all(
+                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+        elif isinstance(default, float):
+            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        else:
+            ok = isinstance(value, type(default)) and not isinstance(value, bool)
+        if not ok:
+            raise ModelError(f"'{name}' setting '{key}' is {value!r} ({type(value).__name__}); expected a value "
+                             f"like {default!r}")
 
+
+def _factory(name: str) -> Callable[..., SpotTheDiffCaptioner]:
     def create(weights: str | None = None, device: str = "cpu", config: dict[str, Any] | None = None,
                vocab: Any = None, **overrides: Any) -> SpotTheDiffCaptioner:
         if weights is not None or (vocab is None and config is None and not overrides):
@@ -101,7 +145,7 @@ def _factory(name: str) -> Callable[..., SpotTheDiffCaptioner]:
                 raise ModelError(f"'{weights}' holds a '{model.name}' model, not '{name}'")
             return model
         if vocab is None:
-            raise ModelError(f"an untrained '{name}' needs a vocabulary: create_captioner('{name}', vocab=..., "
+            raise ModelError(f"an untrained '{name}' needs a vocabulary: create_model('{name}', vocab=..., "
                              "channels=..., grid=...), or pass weights= a trained checkpoint")
         if config is None:
             if "channels" not in overrides or "grid" not in overrides:
@@ -115,17 +159,15 @@ def _factory(name: str) -> Callable[..., SpotTheDiffCaptioner]:
                 raise ModelError(f"'{name}' has no setting '{key}'" + (f"; did you mean '{close[0]}'?" if close else "")
                                  + f" (settings: {', '.join(config)})")
             config[key] = list(value) if key == "grid" else value
-        return cls(config, vocab).to(device)
+        check_config(name, config)
+        return model_class(name)(config, vocab).to(device)
 
     create.__name__ = f"create_{name.replace('-', '_')}"
     return create
 
 
-for _name in MODEL_CLASSES:
-    register_captioner(_name, family="spot-the-diff", summary=_SUMMARIES[_name], trainable=True)(_factory(_name))
+for _name, (_, _, _summary) in MODELS.items():
+    register_model(_name, family="spot-the-diff", summary=_summary, trainable=True)(_factory(_name))
 
-__all__ = [
-    "MODEL_CLASSES", "default_config", "SpotTheDiffCaptioner", "NearestNeighbourCaptioner",
-    "NearestNeighbourMultiCaptioner", "AttentionCaptioner", "MaskedAttentionCaptioner", "MultiAttentionCaptioner",
-    "DDLACaptioner", "UniformDDLACaptioner",
-]
+__all__ = ["MODELS", "MODEL_CLASSES", "SpotTheDiffCaptioner", "check_config", "default_config", "model_class",
+           *(cls_name for _, cls_name, _ in MODELS.values())]
