@@ -240,6 +240,12 @@ def _convert(value: Any, hint: Any) -> Any:
     if hint is float:
         if isinstance(value, (int, float)) and not isinstance(value, bool):
             return float(value)
+        if isinstance(value, str):
+            # YAML 1.1 reads "1e-3" (no dot) as a string; a number written that way is a number.
+            try:
+                return float(value)
+            except ValueError:
+                raise _WrongType from None
         raise _WrongType
     if hint is str:
         if isinstance(value, str):

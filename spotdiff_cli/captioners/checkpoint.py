@@ -21,6 +21,7 @@ saving leaves the previous file intact.
 
 from __future__ import annotations
 
+import codecs
 import io
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -93,9 +94,43 @@ def save_checkpoint(path: str | Path, model: Any, extra: dict[str, Any] | None =
     return path
 
 
+# The fix every "this is not a checkpoint we can use" message ends with.
+_FIX = "use a .pt written by `spotdiff train`, or the shipped weights (--model NAME without --weights)"
+
+# Field -> type a checkpoint must hold, beyond REQUIRED_KEYS being present ("extra" is optional).
+_FIELD_TYPES: dict[str, type] = {"model": str, "config": dict, "vocab": dict, "state_dict": dict, "extra": dict}
+
+
+def _first_line(exc: BaseException, limit: int = 200) -> str:
+    """An exception's message cut to one short line, for messages that quote a library."""
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else type(exc).__name__)[:limit]
+
+
+def _unreadable(path: Path, exc: BaseException) -> ModelError:
+    """Why ``torch.load`` could not read ``path``, told from the file's first bytes."""
+    with path.open("rb") as fh:
+        head = fh.read(512)
+    if not head:
+        return ModelError(f"{path} is empty (0 bytes), not a checkpoint: an interrupted copy or download? {_FIX}")
+    if head.startswith(b"PK\x03\x04"):  # torch.save's zip container, cut short or corrupted
+        return ModelError(f"{path} is a truncated or damaged checkpoint (its zip archive does not read): "
+                          f"copy or download it again, or {_FIX}")
+    if head[:1] == b"\x80":  # a pickle (protocol 2+) that weights_only=True refused
+        return ModelError(f"{path} is a pickle of other Python objects, not a spotdiff checkpoint (checkpoints load "
+                          f"with weights_only=True: tensors and plain types, never arbitrary objects): {_FIX}")
+    try:  # incremental: a character cut at byte 512 is not a decoding error
+        codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
+    except UnicodeDecodeError:
+        return ModelError(f"{path} is not a spotdiff checkpoint (its bytes are no format spotdiff reads): {_FIX}")
+    return ModelError(f"{path} is a text file, not a spotdiff checkpoint: {_FIX}")
+
+
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """The raw checkpoint dict (tensors on the CPU), checked for the keys and format version."""
-    import pickle
+    """The raw checkpoint dict (tensors on the CPU), checked for the keys, their types and the
+    format version. Anything else (an empty, text, truncated or foreign file) is a one-line
+    ``ModelError`` that names the file and the fix."""
+    import warnings
 
     import torch
 
@@ -103,18 +138,22 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise ModelError(f"checkpoint {path} not found")
     try:
-        data = torch.load(path, map_location="cpu", weights_only=True)
-    except pickle.UnpicklingError as exc:
-        raise ModelError(
-            f"{path} is not a spotdiff checkpoint that loads safely (weights_only=True refused it: "
-            f"{str(exc).splitlines()[0][:160]}); only files written by `spotdiff train` are accepted"
-        ) from exc
-    except (RuntimeError, EOFError, OSError) as exc:
-        raise ModelError(f"{path} is not a readable checkpoint ({str(exc).splitlines()[0][:160]}); "
-                         "is the file truncated or from another program?") from exc
+        with warnings.catch_warnings():
+            # torch warns on stderr about pickle protocols before refusing a foreign pickle; the
+            # error below says what matters, in one line.
+            warnings.simplefilter("ignore")
+            data = torch.load(path, map_location="cpu", weights_only=True)
+    except OSError as exc:
+        raise ModelError(f"cannot read checkpoint {path}: {exc.strerror or _first_line(exc)}") from exc
+    except Exception as exc:  # noqa: BLE001 - torch.load raises whatever the bytes trigger (KeyError, EOFError, ...)
+        raise _unreadable(path, exc) from exc
     if not isinstance(data, dict) or any(k not in data for k in REQUIRED_KEYS):
         missing = [k for k in REQUIRED_KEYS if not isinstance(data, dict) or k not in data]
-        raise ModelError(f"{path} is not a spotdiff captioner checkpoint (missing {', '.join(missing)})")
+        raise ModelError(f"{path} is not a spotdiff captioner checkpoint (missing {', '.join(missing)}): {_FIX}")
+    wrong = [f"'{k}' is {type(data[k]).__name__}, not {t.__name__}"
+             for k, t in _FIELD_TYPES.items() if k in data and not isinstance(data[k], t)]
+    if wrong:
+        raise ModelError(f"{path} is a damaged checkpoint ({'; '.join(wrong)}): {_FIX}")
     if data["format_version"] != FORMAT_VERSION:
         raise ModelError(
             f"{path} has checkpoint format {data['format_version']}; this spotdiff reads format "
@@ -126,9 +165,9 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
 def build_captioner(name: str, config: dict[str, Any], vocab: Vocabulary, device: str = "cpu") -> Any:
     """A fresh (untrained) captioner through the registry: the factory receives
     ``weights=None, device=device, config=config, vocab=vocab`` and calls ``__init__(config, vocab)``."""
-    from .registry import create_captioner
+    from .registry import create_model
 
-    return create_captioner(name, weights=None, device=device, config=dict(config), vocab=vocab)
+    return create_model(name, weights=None, device=device, config=dict(config), vocab=vocab)
 
 
 def resolve_checkpoint(name_or_path: str | Path | None, model: str | None = None) -> Path:
@@ -160,14 +199,13 @@ def load_checkpoint(path: str | Path | None, device: str = "cpu", model: str | N
     data = read_checkpoint(path)
     if model is not None and data["model"] != model:
         raise ModelError(f"{path} holds a '{data['model']}' model, not '{model}'")
-    vocab = Vocabulary.from_dict(data["vocab"])
-    model = build_captioner(data["model"], data["config"], vocab, device)
+    model = _rebuild(path, data, device)
     try:
         model.load_state_dict(data["state_dict"], strict=True)
-    except RuntimeError as exc:
+    except (RuntimeError, TypeError, AttributeError) as exc:  # wrong keys or shapes, or non-tensor values
         raise ModelError(
             f"checkpoint {path} does not fit model '{data['model']}' as this spotdiff builds it "
-            f"({str(exc).splitlines()[0][:200]}); was it written by another version?"
+            f"({_first_line(exc)}); was it written by another version?"
         ) from exc
     if hasattr(model, "to"):
         model.to(device)
@@ -180,17 +218,39 @@ def load_checkpoint(path: str | Path | None, device: str = "cpu", model: str | N
     return model, meta
 
 
+def _rebuild(path: Path, data: dict[str, Any], device: str) -> Any:
+    """The untrained model a checkpoint's vocabulary and stored config describe. A config that
+    does not build (keys missing, a value of the wrong type, an unknown model) is the file's
+    fault, not a bug: one line naming the file."""
+    from .registry import available_models
+
+    name = data["model"]
+    if name not in available_models():
+        raise ModelError(f"{path} holds a '{name}' model, which this spotdiff does not know (available: "
+                         f"{', '.join(available_models())}): upgrade spotdiff or {_FIX}")
+    try:
+        vocab = Vocabulary.from_dict(data["vocab"])
+    except (ModelError, KeyError, TypeError, ValueError) as exc:
+        raise ModelError(f"{path} has a damaged vocabulary ({_first_line(exc)}): {_FIX}") from exc
+    try:
+        return build_captioner(name, data["config"], vocab, device)
+    except (ModelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
+        raise ModelError(f"{path}: its stored config does not build a '{name}' model ({_first_line(exc)}); "
+                         f"the file is damaged or from another spotdiff version: {_FIX}") from exc
+
+
 def load_backbone(data: dict[str, Any], device: str = "cpu", path: Any = "checkpoint") -> tuple[Any, Any]:
     """The fine-tuned backbone a checkpoint dict carries: ``(module, BackboneInfo)`` on ``device``,
     in eval mode (architecture from ``data["backbone"]``, weights from ``backbone_state_dict``)."""
     from .backbones import create_backbone
 
-    module, info = create_backbone(data["backbone"], pretrained=False)
     try:
+        module, info = create_backbone(str(data.get("backbone")), pretrained=False)
         module.load_state_dict(data["backbone_state_dict"], strict=True)
-    except RuntimeError as exc:
-        raise ModelError(f"{path}: its fine-tuned backbone does not fit '{data['backbone']}' "
-                         f"({str(exc).splitlines()[0][:200]})") from exc
+    except (ModelError, RuntimeError, TypeError, AttributeError) as exc:
+        raise ModelError(f"{path}: its fine-tuned backbone does not fit '{data.get('backbone')}' "
+                         f"({_first_line(exc)}); the file is damaged or from another spotdiff version: "
+                         f"{_FIX}") from exc
     return module.to(device).eval(), info
 
 

@@ -153,7 +153,9 @@ def _entry_id(entry: dict[str, Any]) -> str | None:
         if key in entry:
             return str(entry[key])
     # A `spotdiff caption` report names its images; Spot-the-diff ids are the before file's stem.
-    before = entry.get("inputs", {}).get("before", {}).get("path") if isinstance(entry.get("inputs"), dict) else None
+    inputs = entry.get("inputs")
+    image = inputs.get("before") if isinstance(inputs, dict) else None
+    before = image.get("path") if isinstance(image, dict) else None
     before = before or entry.get("before") or entry.get("before_path")
     return Path(before).stem if isinstance(before, str) else None
 
@@ -170,8 +172,15 @@ def load_predictions(path: str | Path) -> Predictions:
         raise InputError(f"{path}: predictions file not found")
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError as exc:  # a binary file (an image, a checkpoint) given by mistake
+        raise InputError(f"{path}: not a JSON text file (byte {exc.start} is not UTF-8); --predictions takes "
+                         'JSON such as [{"image_id": "12", "caption": "..."}]') from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: malformed JSON at line {exc.lineno} ({exc.msg})") from exc
+    except RecursionError as exc:  # json's parser recurses once per nesting level
+        raise InputError(f"{path}: JSON nested too deeply to be predictions") from exc
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from exc
     if isinstance(data, dict):
         for key in ("predictions", "reports", "results"):
             if isinstance(data.get(key), list):
