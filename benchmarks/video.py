@@ -1,120 +1,132 @@
-"""Cost of ``spotdiff video`` against decoding the same sampled frames alone (not a test).
+"""``spotdiff video`` against a motion detector (DVR-Scan) and against decoding alone (not a test).
 
-    .venv/bin/python benchmarks/video.py [VIDEO] [--times 20] [--repeat 1] [--no-cli]
+    .venv/bin/python benchmarks/video.py [--repeat 3] [--rows motorway-roi,motorway-full,person-1s]
 
-For each clip (VIDEO, VIDEO concatenated ``--times`` times with ffmpeg's concat demuxer and
-``-c copy``, and VIDEO upscaled to 1920x1080) and each interval (1s, 30s) it measures, in the
-same process and one right after the other, so that a busy machine slows both alike:
+Each row is one clip and one sampling, run three ways one right after the other, ``--repeat``
+times (so a busy machine slows all three alike; the medians are compared):
 
-- decode: ``open_source(path).sample(every)`` consumed (same backend as the pipeline, RGB
-  arrays produced, nothing else done);
-- pipeline: ``describe_source`` with default settings (first look, analysis, captions, events);
-- cli: the wall time of ``spotdiff video PATH --every N --out TMP`` in a subprocess (adds the
-  interpreter start, imports and report writing).
+- decode: spotdiff's own decoder yielding the same sampled frames as RGB arrays, nothing else
+  (``open_source(path).sample(every)`` consumed) - the floor for any tool that looks at them;
+- dvr-scan: DVR-Scan 1.8 (MOG2 background subtraction, scan only, the same region and frame skip),
+  installed in its own venv (``benchmarks/.dvrscan-venv``, made on first use from PyPI);
+- spotdiff: the installed console script, ``spotdiff video CLIP --every ... --json`` (interpreter
+  start, imports, recognisers and captions included).
 
-It prints a table with the ratios pipeline/decode and cli/decode (goal: pipeline <= 1.5x) and
-samples per second. VIDEO defaults to ../shared/media/dvrscan_traffic_camera.mp4. Timings on a
-shared machine are noisy: compare the ratios, not the seconds.
+It prints the median seconds, events found, and the ratios spotdiff/dvr-scan and
+spotdiff/decode. Clips come from ../shared/media (rows whose clip is missing are skipped).
+Timings on a shared machine are noisy: compare the ratios, not the seconds.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
+import re
+import statistics
 import subprocess
 import sys
-import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(REPO))
-
-from spotdiff_cli.config import Settings, VideoConfig  # noqa: E402
-from spotdiff_cli.frames.sources import open_source  # noqa: E402
-from spotdiff_cli.timeline import describe_source  # noqa: E402
-
-DEFAULT = REPO.parent / "shared" / "media" / "dvrscan_traffic_camera.mp4"
+MEDIA = REPO.parent / "shared" / "media"
+DVR_VENV = Path(__file__).resolve().parent / ".dvrscan-venv"
+DVR_VERSION = "1.8.2.1"
+SPOTDIFF = Path(sys.executable).parent / "spotdiff"
 
 
-def ffmpeg() -> str:
-    import imageio_ffmpeg
-
-    return imageio_ffmpeg.get_ffmpeg_exe()
-
-
-def concat(path: Path, times: int, out_dir: Path) -> Path:
-    listing = out_dir / "list.txt"
-    listing.write_text("".join(f"file '{path.resolve()}'\n" for _ in range(times)))
-    out = out_dir / f"{path.stem}_x{times}{path.suffix}"
-    subprocess.run([ffmpeg(), "-hide_banner", "-loglevel", "error", "-y", "-f", "concat", "-safe", "0",
-                    "-i", str(listing), "-c", "copy", str(out)], check=True)
-    return out
+@dataclass(frozen=True)
+class Row:
+    name: str
+    clip: str
+    every_frames: int  # sample every N-th frame (DVR-Scan: --frame-skip N-1)
+    roi: tuple[int, int, int, int] | None = None  # x, y, w, h
 
 
-def upscale(path: Path, out_dir: Path) -> Path:
-    out = out_dir / f"{path.stem}_1080p.mp4"
-    subprocess.run([ffmpeg(), "-hide_banner", "-loglevel", "error", "-y", "-i", str(path), "-vf", "scale=1920:1080",
-                    "-c:v", "libx264", "-preset", "veryfast", "-crf", "20", "-an", str(out)], check=True)
-    return out
+ROWS = {
+    "motorway-roi": Row("motorway ROI, every frame", "dvrscan_traffic_camera.mp4", 1, (631, 532, 210, 127)),
+    "motorway-full": Row("motorway full frame, every frame", "dvrscan_traffic_camera.mp4", 1),
+    "person-1s": Row("person clip, every 1 s", "intel_one-by-one-person-detection.mp4", 10),
+}
 
 
-def time_decode(path: Path, every: str) -> tuple[float, int]:
+def dvr_scan() -> Path:
+    """DVR-Scan's console script in the benchmark's own venv (created on first use)."""
+    exe = DVR_VENV / "bin" / "dvr-scan"
+    if not exe.exists():
+        print(f"installing dvr-scan-headless=={DVR_VERSION} into {DVR_VENV} (once)", file=sys.stderr)
+        subprocess.run([sys.executable, "-m", "venv", str(DVR_VENV)], check=True)
+        subprocess.run([str(DVR_VENV / "bin" / "pip"), "install", "-q", f"dvr-scan-headless=={DVR_VERSION}"], check=True)
+    return exe
+
+
+def timed(cmd: list[str]) -> tuple[float, str]:
     start = time.perf_counter()
-    with open_source(path) as src:
-        n = sum(1 for _ in src.sample(every))
-    return time.perf_counter() - start, n
+    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    seconds = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-500:]}")
+    return seconds, proc.stdout + proc.stderr
 
 
-def time_pipeline(path: Path, every: str):
-    settings = Settings(video=VideoConfig(every=every))
+def run_dvr(row: Row, clip: Path) -> tuple[float, int]:
+    cmd = [str(dvr_scan()), "-i", str(clip), "-so", "-q"]
+    if row.roi:
+        x, y, w, h = row.roi
+        cmd += ["-a", *map(str, (x, y, x + w, y, x + w, y + h, x, y + h))]
+    if row.every_frames > 1:
+        cmd += ["-fs", str(row.every_frames - 1)]
+    seconds, out = timed(cmd)
+    # -so -q prints the events as comma-separated timecodes: start,end,start,end,...
+    codes = re.findall(r"\d\d:\d\d:\d\d\.\d+", out)
+    return seconds, len(codes) // 2
+
+
+def run_spotdiff(row: Row, clip: Path) -> tuple[float, int]:
+    cmd = [str(SPOTDIFF), "video", str(clip), "--every", f"{row.every_frames}f", "--json"]
+    if row.roi:
+        cmd += ["--roi", ",".join(map(str, row.roi))]
+    seconds, out = timed(cmd)
+    data = json.loads(out[: out.rindex("}") + 1])
+    return seconds, sum(len(s["events"]) for s in data["sources"])
+
+
+def run_decode(row: Row, clip: Path) -> float:
+    sys.path.insert(0, str(REPO))
+    from spotdiff_cli.frames.sources import open_source
+
     start = time.perf_counter()
-    result = describe_source(str(path), settings)
-    return time.perf_counter() - start, result
-
-
-def time_cli(path: Path, every: str, out_dir: Path) -> float:
-    start = time.perf_counter()
-    subprocess.run([str(REPO / ".venv" / "bin" / "spotdiff"), "video", str(path), "--every", every, "--out", str(out_dir),
-                    "--overwrite", "--json"], check=True, stdout=subprocess.DEVNULL)
+    with open_source(str(clip)) as source:
+        for _ in source.sample(f"{row.every_frames}f"):
+            pass
     return time.perf_counter() - start
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("video", nargs="?", type=Path, default=DEFAULT)
-    parser.add_argument("--times", type=int, default=20, help="concatenate the clip this many times for the long clip")
-    parser.add_argument("--repeat", type=int, default=1, help="best of N for each measurement")
-    parser.add_argument("--no-cli", action="store_true", help="skip the subprocess CLI timing")
-    parser.add_argument("--no-1080p", action="store_true")
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}")
     args = parser.parse_args()
-    if not args.video.is_file():
-        sys.exit(f"{args.video}: not found")
-
-    with tempfile.TemporaryDirectory() as tmp:
-        tmp_dir = Path(tmp)
-        clips = [("720p", args.video), (f"720p x{args.times}", concat(args.video, args.times, tmp_dir))]
-        if not args.no_1080p:
-            clips.append(("1080p", upscale(args.video, tmp_dir)))
-        rows = []
-        for label, path in clips:
-            for every in ("1s", "30s"):
-                decode = pipe = cli = float("inf")
-                for _ in range(args.repeat):
-                    d, n = time_decode(path, every)
-                    p, result = time_pipeline(path, every)
-                    decode, pipe = min(decode, d), min(pipe, p)
-                    if not args.no_cli:
-                        cli = min(cli, time_cli(path, every, tmp_dir / "out"))
-                rows.append((label, every, n, result.analysed, len(result.events), decode, pipe, cli))
-                print(f"  {label} --every {every}: decode {decode:.2f}s pipeline {pipe:.2f}s cli {cli:.2f}s", file=sys.stderr)
-
-    head = f"{'clip':<11} {'every':>5} {'samples':>7} {'analysed':>8} {'events':>6} {'decode s':>8} {'pipeline s':>10} {'cli s':>6} {'pipe/dec':>8} {'cli/dec':>7} {'samples/s':>9}"
-    print(head)
-    print("-" * len(head))
-    for label, every, n, analysed, events, decode, pipe, cli in rows:
-        cli_text = f"{cli:6.2f}" if cli != float("inf") else "     -"
-        ratio_cli = f"{cli / decode:7.2f}" if cli != float("inf") else "      -"
-        print(f"{label:<11} {every:>5} {n:>7} {analysed:>8} {events:>6} {decode:8.2f} {pipe:10.2f} {cli_text} {pipe / decode:8.2f} {ratio_cli} {n / pipe:9.1f}")
+    dvr_scan()
+    header = f"{'row':34} {'decode s':>9} {'dvr s':>7} {'ours s':>7} {'dvr ev':>6} {'our ev':>6} {'ours/dvr':>8} {'ours/dec':>8}"
+    print(header)
+    for key in args.rows.split(","):
+        row = ROWS[key]
+        clip = MEDIA / row.clip
+        if not clip.is_file():
+            print(f"{row.name:34} skipped: {clip} not found")
+            continue
+        decode, dvr, ours = [], [], []
+        for _ in range(args.repeat):
+            decode.append(run_decode(row, clip))
+            seconds, dvr_events = run_dvr(row, clip)
+            dvr.append(seconds)
+            seconds, our_events = run_spotdiff(row, clip)
+            ours.append(seconds)
+        d, v, o = statistics.median(decode), statistics.median(dvr), statistics.median(ours)
+        print(f"{row.name:34} {d:9.2f} {v:7.2f} {o:7.2f} {dvr_events:6d} {our_events:6d} {o / v:8.2f} {o / d:8.2f}", flush=True)
 
 
 if __name__ == "__main__":

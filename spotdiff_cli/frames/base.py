@@ -73,6 +73,11 @@ class FrameSource(abc.ABC):
 
     info: SourceInfo
     stats: DecodeStats
+    max_side: int | None = None  # set by sample(); plug-ins shrink frames to it
+
+    def output_size(self) -> tuple[int, int]:
+        """(width, height) of the frames ``sample`` yields for a source of ``info``'s size."""
+        return shrunk_size(self.info.width, self.info.height, self.max_side)
 
     def __init__(self) -> None:
         self.stats = DecodeStats()
@@ -106,9 +111,16 @@ class FrameSource(abc.ABC):
         every: str | float | TimeSpec | None,
         start: str | float | TimeSpec | None = None,
         end: str | float | TimeSpec | None = None,
+        max_side: int | None = None,
     ) -> Iterator[Frame]:
         """Frames every ``every`` (``"30s"``, ``"25f"``, ``None`` = all) from ``start`` (inclusive)
-        to ``end`` (exclusive). Raises UsageError for bad time syntax or an empty range."""
+        to ``end`` (exclusive). Raises UsageError for bad time syntax or an empty range.
+
+        max_side: deliver frames shrunk so their long side is at most this (area interpolation;
+        never enlarged). A decoder that can scale does it before converting to RGB, so a 720p
+        stream analysed at 640 px moves a quarter of the bytes (see ``frames.video``).
+        """
+        self.max_side = max_side if max_side and max_side > 0 else None
         start_s = self._position(parse_time(start, what="--start"), "--start") if start is not None else 0.0
         end_s = self._position(parse_time(end, what="--end"), "--end") if end is not None else None
         if end_s is not None and end_s <= start_s:
@@ -128,6 +140,15 @@ class FrameSource(abc.ABC):
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.info.name!r} backend={self.info.backend}>"
+
+
+def shrunk_size(width: int, height: int, max_side: int | None) -> tuple[int, int]:
+    """The size whose long side is ``max_side`` (same rounding as ``analysis.resize_for_analysis``,
+    so a shrunk frame is not resized again); the size itself when already small enough."""
+    if not max_side or max(width, height) <= max_side:
+        return width, height
+    scale = max(width, height) / max_side
+    return max(1, round(width / scale)), max(1, round(height / scale))
 
 
 def next_target(timestamp: float, start: float, every: float) -> float:

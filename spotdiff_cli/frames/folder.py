@@ -30,7 +30,7 @@ from typing import Literal
 
 from ..errors import InputError, UsageError
 from ..types import Frame
-from .base import TIME_EPS, FrameSource, SourceInfo, next_target
+from .base import TIME_EPS, FrameSource, SourceInfo, next_target, shrunk_size
 from .timecode import TimeSpec
 
 __all__ = ["ImageSequenceSource", "open_folder", "open_glob", "open_files", "natural_key", "capture_time", "IMAGE_SUFFIXES"]
@@ -141,6 +141,11 @@ class ImageSequenceSource(FrameSource):
             self.stats.skipped.append(f"{exc} (skipped)")
             return None
         self.stats.converted += 1
+        if self.max_side and max(pixels.shape[:2]) > self.max_side:
+            import cv2
+
+            size = shrunk_size(pixels.shape[1], pixels.shape[0], self.max_side)
+            pixels = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
         return Frame(pixels=pixels, source=str(self.paths[i]), timestamp=ts, index=i)
 
     def _sample_seconds(self, every: float | None, start: float, end: float | None) -> Iterator[Frame]:

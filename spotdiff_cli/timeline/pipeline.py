@@ -264,7 +264,7 @@ def describe_source(
         first_id = resume_at.events + 1 if resume_at else 1
         builder = EventBuilder(name, info.width, info.height, video.merge_distance, video.merge_gap, first_id)
         start = _restart_time(resume_at.replay_from, video) if resume_at else video.start
-        frames = source.sample(video.every, start, video.end)
+        frames = source.sample(video.every, start, video.end, max_side=analysis.work_size)
         reports: dict[float, Report] = {}
         last_update = time.perf_counter()
         hints: tuple[Hint, ...] = ()
