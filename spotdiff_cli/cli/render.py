@@ -49,7 +49,7 @@ def print_caption_report(data: dict[str, Any], written: list[str] | None = None)
 
 
 def print_models(rows: list[dict[str, Any]]) -> None:
-    table = Table(title="captioners", title_justify="left")
+    table = Table(title="models", title_justify="left")
     table.add_column("name", style="bold")
     table.add_column("family")
     table.add_column("trainable")
@@ -176,3 +176,58 @@ def print_eval_result(result: Any, name: str, split: str, protocols: tuple[str, 
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
     console.print(f"[dim]wrote {escape(str(paths['json']))}, {escape(str(paths['markdown']))}, {escape(str(paths['config']))}[/]")
+
+
+def print_dim(text: str) -> None:
+    """A quiet note on stderr (which recipe, which file), escaped."""
+    err_console.print(f"[dim]{escape(text)}[/]", soft_wrap=True)
+
+
+class _StageProgress:
+    """One progress bar at a time for a long job made of stages ("epoch 3/30", "features"),
+    with log lines printed above it."""
+
+    def __init__(self) -> None:
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+
+        self.bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
+                            TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True)
+        self.tasks: dict[str, Any] = {}
+
+    def __enter__(self) -> "_StageProgress":
+        self.bar.__enter__()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.bar.__exit__(*exc)
+
+    def update(self, stage: str, done: int, total: int) -> None:
+        if stage not in self.tasks:
+            for old in self.tasks.values():  # the finished stage goes away
+                self.bar.remove_task(old)
+            self.tasks.clear()
+            self.tasks[stage] = self.bar.add_task(escape(stage), total=total)
+        self.bar.update(self.tasks[stage], completed=done)
+
+    def log(self, line: str) -> None:
+        self.bar.console.print(escape(line), highlight=False, soft_wrap=True)
+
+
+def stage_progress() -> _StageProgress:
+    return _StageProgress()
+
+
+def print_training_result(result: Any, model: str) -> None:
+    """How training ended, the best checkpoint and how to use it (or how to resume)."""
+    best = f"{result.best_score:.4f}" if result.best_score is not None else "n/a"
+    if result.interrupted:
+        err_console.print(f"[yellow]interrupted[/] after {result.steps} steps; continue with "
+                          f"`spotdiff train --model {escape(model)} --out {escape(str(result.out_dir))} --resume`", soft_wrap=True)
+        return
+    how = "stopped early" if result.stopped_early else "done"
+    console.print(f"{how}: {result.epochs} epoch(s), {result.steps} steps in {result.seconds:.0f} s "
+                  f"({result.samples_per_second:.1f} samples/s); best validation CIDEr {best}")
+    if result.best_path is not None:
+        console.print(f"best checkpoint: {escape(str(result.best_path))}", soft_wrap=True)
+        console.print(f"[dim]use it: spotdiff caption --model {escape(model)} --weights {escape(str(result.best_path))} BEFORE AFTER[/]",
+                      soft_wrap=True)

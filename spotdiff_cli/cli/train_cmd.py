@@ -31,7 +31,7 @@ def train(
     from ..errors import UsageError
     from ..api import train as run_training
     from ..train.recipes import default_recipe_path, load_recipe
-    from .render import console, err_console
+    from . import render
 
     if model is None and recipe is None:
         raise UsageError("say which model to train: --model NAME (e.g. ddla; see `spotdiff models`) or --recipe FILE")
@@ -42,36 +42,13 @@ def train(
             raise UsageError(f"model '{model}' is not trainable (it has no learned parts); see `spotdiff models`")
     chosen = recipe if recipe is not None else default_recipe_path(model or "", data)
     if chosen is not None:
-        err_console.print(f"[dim]recipe: {chosen}[/]", soft_wrap=True)
+        render.print_dim(f"recipe: {chosen}")
     config = load_recipe(chosen, model=model, data=data, seed=seed, device=device, epochs=epochs,
                          batch_size=batch_size, lr=lr, beam=beam, finetune_backbone=finetune_backbone)
 
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+    with render.stage_progress() as progress:
+        result = run_training(config, out, resume=resume, progress=progress.update, log=progress.log)
 
-    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                   TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True)
-    tasks: dict[str, int] = {}
-
-    def progress(stage: str, done: int, total: int) -> None:
-        if stage not in tasks:
-            for old in tasks.values():  # one bar at a time: the finished stage goes away
-                bar.remove_task(old)
-            tasks.clear()
-            tasks[stage] = bar.add_task(stage, total=total)
-        bar.update(tasks[stage], completed=done)
-
-    with bar:
-        result = run_training(config, out, resume=resume, progress=progress, log=lambda line: bar.console.print(line, highlight=False, soft_wrap=True))
-
-    best = f"{result.best_score:.4f}" if result.best_score is not None else "n/a"
+    render.print_training_result(result, config.model)
     if result.interrupted:
-        err_console.print(f"[yellow]interrupted[/] after {result.steps} steps; continue with "
-                          f"`spotdiff train --model {config.model} --out {result.out_dir} --resume`", soft_wrap=True)
         raise typer.Exit(130)
-    how = "stopped early" if result.stopped_early else "done"
-    console.print(f"{how}: {result.epochs} epoch(s), {result.steps} steps in {result.seconds:.0f} s "
-                  f"({result.samples_per_second:.1f} samples/s); best validation CIDEr {best}")
-    if result.best_path is not None:
-        console.print(f"best checkpoint: {result.best_path}", soft_wrap=True)
-        console.print(f"[dim]use it: spotdiff caption --model {config.model} --weights {result.best_path} BEFORE AFTER[/]",
-                      soft_wrap=True)
