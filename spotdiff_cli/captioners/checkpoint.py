@@ -85,7 +85,7 @@ def save_checkpoint(path: str | Path, model: Any, extra: dict[str, Any] | None =
     """Write ``checkpoint_dict(model, extra, **kwargs)`` to ``path`` atomically; returns the path."""
     import torch
 
-    from ..report.atomic import atomic_write_bytes
+    from ..atomic import atomic_write_bytes
 
     buffer = io.BytesIO()
     torch.save(checkpoint_dict(model, extra, **kwargs), buffer)
@@ -261,7 +261,7 @@ def slim_checkpoint(src: str | Path, dst: str | Path, half: bool = True) -> Path
 
     import torch
 
-    from ..report.atomic import atomic_write_bytes
+    from ..atomic import atomic_write_bytes
 
     data = read_checkpoint(src)
     data["extra"] = {k: v for k, v in data.get("extra", {}).items() if k not in ("optimizer", "rng", "scaler")}

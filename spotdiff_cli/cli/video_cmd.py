@@ -46,7 +46,7 @@ def video(
     from .. import api
     from ..config import Settings, resolve, settings_from_dict, to_dict
     from ..errors import UsageError
-    from ..report.atomic import folder_lock
+    from ..atomic import folder_lock
     from ..report.timeline import check_out_dir, timeline_from_dict, timeline_to_dict, write_timeline
     from . import render
 

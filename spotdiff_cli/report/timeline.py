@@ -24,7 +24,7 @@ from .. import __version__
 from ..errors import OutputError
 from ..frames.timecode import format_timecode
 from ..types import Event, Report
-from .atomic import atomic_write_bytes
+from ..atomic import atomic_write_bytes
 from .draw import annotated_image
 
 SCHEMA = "spotdiff.timeline/1"

@@ -20,7 +20,7 @@ import numpy as np
 
 from ..errors import OutputError
 from ..types import Report
-from .atomic import atomic_write_bytes, folder_lock, write_new_folder
+from ..atomic import atomic_write_bytes, folder_lock, write_new_folder
 from .compose import report_to_dict
 from .draw import annotated_image, mask_image
 

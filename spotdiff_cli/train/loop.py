@@ -39,7 +39,7 @@ from ..captioners.features import Batch, move_batch, with_grids
 from ..captioners.registry import create_model
 from ..captioners.vocab import Vocabulary
 from ..errors import OutputError, UsageError
-from ..report.atomic import atomic_write_text
+from ..atomic import atomic_write_text
 from . import distributed as dist
 from .batches import TrainingData, load_training_data, training_sentences
 from .recipes import DEFAULT_DATASET, TrainConfig
