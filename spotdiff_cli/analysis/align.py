@@ -14,6 +14,7 @@ import cv2
 import numpy as np
 
 from ..types import Alignment
+from .memo import memoised
 
 # About this many pixels are compared per candidate shift: enough for a stable minimum at any
 # resolution, few enough that 169 candidates cost a few milliseconds.
@@ -61,6 +62,10 @@ def _scores(a: np.ndarray, b: np.ndarray, centre: tuple[int, int], radius: int, 
     return scores
 
 
+def _grey(image: np.ndarray) -> np.ndarray:
+    return memoised(image, "band-pass grey", _normalised_grey)
+
+
 def search_shift(before: np.ndarray, after: np.ndarray, max_shift: int) -> Alignment:
     """Exhaustive search over shifts minimising the (truncated) mean squared difference.
 
@@ -72,8 +77,8 @@ def search_shift(before: np.ndarray, after: np.ndarray, max_shift: int) -> Align
     refined over +-1 px at full resolution and to sub-pixel precision with a parabola. The
     band-pass detail survives halving, so the coarse minimum is the fine one's neighbourhood.
     """
-    b = _normalised_grey(before)
-    a = _normalised_grey(after)
+    b = _grey(before)
+    a = _grey(after)
     h, w = b.shape
     m = int(max_shift)
     if m <= 0 or h <= 2 * m + 8 or w <= 2 * m + 8:
@@ -105,8 +110,8 @@ def search_shift(before: np.ndarray, after: np.ndarray, max_shift: int) -> Align
 def phase_shift(before: np.ndarray, after: np.ndarray, max_shift: int) -> Alignment:
     """Phase correlation (cv2.phaseCorrelate); shifts beyond ``max_shift`` are not trusted and
     reported as no shift, since a fixed camera does not jump that far."""
-    b = _normalised_grey(before)
-    a = _normalised_grey(after)
+    b = _grey(before)
+    a = _grey(after)
     window = cv2.createHanningWindow((b.shape[1], b.shape[0]), cv2.CV_32F)
     (dx, dy), _response = cv2.phaseCorrelate(b, a, window)
     if abs(dx) > max_shift or abs(dy) > max_shift:

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..config import AnalysisConfig
 from ..types import ChangeMask
+from .memo import memoised
 
 _FIT_SAMPLES = 20_000
 
@@ -95,8 +96,8 @@ def compute_change_mask(
     captioner should use when it compares colours.
     """
     n_valid = max(1, int(valid.sum()))
-    blurred_before = _blurred(before, config.blur_sigma)
-    blurred_after = _blurred(after, config.blur_sigma)
+    blurred_before = memoised(before, f"blur {config.blur_sigma}", lambda image: _blurred(image, config.blur_sigma))
+    blurred_after = memoised(after, f"blur {config.blur_sigma}", lambda image: _blurred(image, config.blur_sigma))
     raw_distance = _distance(blurred_before, blurred_after)
     raw_fraction = float(((raw_distance > config.delta) & valid).sum()) / n_valid
     corrected = after

@@ -196,6 +196,9 @@ class _Looker:
                         "first frame: frames of another size are resized to the first one's")
                 pixels = cv2.resize(pixels, (size[1], size[0]), interpolation=cv2.INTER_AREA)
             pixels, _ = resize_for_analysis(pixels, analysis.work_size)
+            # Frames are never changed once decoded; saying so lets the analysis reuse this
+            # frame's grey and blurred images when it is the next pair's before frame.
+            pixels.flags.writeable = False
             if self.watch is not None and watch_work is None:
                 watch_work = resize_like(self.watch.astype(np.uint8), pixels) > 0
                 crop = watched_box(watch_work)
