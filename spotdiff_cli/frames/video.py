@@ -64,6 +64,12 @@ def find_ffmpeg() -> str | None:
     on_path = shutil.which("ffmpeg")
     if on_path:
         return on_path
+    return _bundled_ffmpeg()
+
+
+@functools.lru_cache(maxsize=1)
+def _bundled_ffmpeg() -> str | None:
+    """imageio-ffmpeg's binary (looked up once: the lookup runs the binary, ~50 ms)."""
     try:
         import imageio_ffmpeg
 
