@@ -147,3 +147,13 @@ def test_imagenet_groups_match_timm_class_names():
     # No class counts for two nouns.
     all_indices = [i for classes in R.IMAGENET_GROUPS.values() for i in classes]
     assert len(all_indices) == len(set(all_indices))
+
+
+def test_one_batched_forward_names_every_region_as_single_calls_do():
+    regions = [(_frame(clip, index), box, None) for clip, index, box in (PERSON, CAR, GIF_CAR, BICYCLE)]
+    regions.append((regions[0][0], (0, 0, 3, 3), None))  # too small: None, without breaking the batch
+    batched = R.recognise_many(regions)
+    single = [R.recognise(image, box, mask) for image, box, mask in regions]
+    assert [r and r.noun for r in batched] == [r and r.noun for r in single] == ["person", "car", batched[2].noun, "bicycle", None]
+    for a, b in zip(batched[:4], single[:4]):
+        assert a.source == b.source and a.confidence == pytest.approx(b.confidence, abs=1e-4)

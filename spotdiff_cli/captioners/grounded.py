@@ -151,21 +151,28 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
 _HINT_IOU = 0.5
 
 
-def _recognise(analysis: Analysis, reading: Reading, hints: tuple[Hint, ...] = ()) -> None:
-    """Fill in the noun from the recognisers, on the image where the object is present - or
-    from an earlier pair's recognition of the same place (``hints``), which costs nothing."""
-    best = max(hints, key=lambda h: box_iou(h.bbox, reading.cluster.bbox), default=None)
-    if best is not None and box_iou(best.bbox, reading.cluster.bbox) >= _HINT_IOU:
-        reading.noun, reading.recognised_by, reading.recognition_confidence = best.noun, best.source, best.confidence
+def _recognise(analysis: Analysis, readings: list[Reading], hints: tuple[Hint, ...] = ()) -> None:
+    """Fill in the nouns from the recognisers, on the image where each object is present - or
+    from an earlier pair's recognition of the same place (``hints``), which costs nothing. The
+    regions left are classified in one batch."""
+    todo = []
+    for reading in readings:
+        best = max(hints, key=lambda h: box_iou(h.bbox, reading.cluster.bbox), default=None)
+        if best is not None and box_iou(best.bbox, reading.cluster.bbox) >= _HINT_IOU:
+            reading.noun, reading.recognised_by, reading.recognition_confidence = best.noun, best.source, best.confidence
+        else:
+            todo.append(reading)
+    if not todo:
         return
-    from ..analysis.recognise import recognise
+    from ..analysis.recognise import recognise_many
 
-    image = analysis.pair.before.pixels if reading.event == "disappeared" else analysis.pair.after.pixels
-    found = recognise(image, reading.cluster.bbox, reading.cluster.mask)
-    if found is not None:
-        reading.noun = found.noun
-        reading.recognised_by = found.source
-        reading.recognition_confidence = found.confidence
+    regions = [(analysis.pair.before.pixels if r.event == "disappeared" else analysis.pair.after.pixels,
+                r.cluster.bbox, r.cluster.mask) for r in todo]
+    for reading, found in zip(todo, recognise_many(regions)):
+        if found is not None:
+            reading.noun = found.noun
+            reading.recognised_by = found.source
+            reading.recognition_confidence = found.confidence
 
 
 def _pair_moves(readings: list[Reading]) -> list[tuple[Reading, Reading]]:
@@ -212,9 +219,8 @@ class GroundedCaptioner(Captioner):
             # Recognition is the expensive step (~40 ms a region): only for the regions that can
             # reach the report, and not for specks too small to show anything recognisable.
             min_side = max(12, min(height, width) // 40)
-            for reading in readings[: options.max_sentences + 1]:
-                if min(reading.cluster.bbox[2:]) >= min_side:
-                    _recognise(analysis, reading, options.hints)
+            worth = [r for r in readings[: options.max_sentences + 1] if min(r.cluster.bbox[2:]) >= min_side]
+            _recognise(analysis, worth, options.hints)
 
         items: list[tuple[float, Sentence]] = []
         moved_ids: set[int] = set()
