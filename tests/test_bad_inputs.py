@@ -158,6 +158,8 @@ CORPUS: dict[str, Entry] = {
     "roi outside frame": lambda c: (["video", c.clip, "--roi", "5000,5000,10,10"], ERROR, "--roi"),
     "mask is text": lambda c: (["video", c.clip, "--mask", c.file("mask.png", "not an image")], ERROR, "mask.png"),
     "reference missing": lambda c: (["video", c.clip, "--compare", "reference", "--reference", c.root / "ref.png"], ERROR, "ref.png"),
+    "video weights for grounded": lambda c: (["video", c.clip, "--weights", c.before], (2,), "takes no weights"),
+    "video device tpu": lambda c: (["video", c.clip, "--device", "tpu"], (2,), "--device"),
     "fps zero": lambda c: (["video", c.root, "--fps", "0"], (2,), "--fps"),
     # -- resume ------------------------------------------------------------------------------------
     "resume damaged json": lambda c: (["video", c.clip, "--out", c.file("r1/timeline.json", "{not json").parent, "--resume"], ERROR, "timeline.json"),
