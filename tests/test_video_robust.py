@@ -217,3 +217,17 @@ def test_two_captions_racing_for_one_out_folder_never_mix(tmp_path):
         assert str(winner[1]) in (out / "report.md").read_text()
         assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]  # no staging left
     shutil.rmtree(tmp_path)
+
+
+def test_two_video_runs_on_one_out_folder_one_wins_the_other_says_so(clip, tmp_path):
+    from console import REPO, SPOTDIFF, env
+
+    out = tmp_path / "shared-out"
+    procs = [subprocess.Popen([str(SPOTDIFF), "video", str(clip), "--every", "1f", "--out", str(out)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, cwd=REPO, env=env()) for _ in range(2)]
+    codes = [p.wait(timeout=120) for p in procs]
+    errors = [p.stderr.read() for p in procs]
+    assert sorted(codes) == [0, 1], (codes, errors)
+    loser = errors[codes.index(1)]
+    assert "being written by another spotdiff run" in loser or "already exists" in loser, loser
+    assert json.loads((out / "timeline.json").read_text())["complete"] is True

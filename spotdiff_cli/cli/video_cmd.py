@@ -45,27 +45,38 @@ def video(
     work_size: Optional[int] = typer.Option(None, "--work-size", help="Analyse at this long side, px. \\[default: 640]", rich_help_panel="Analysis"),
 ) -> None:
     """Describe what changed over time, as a timeline of events."""
-    from .. import api
-    from ..config import Settings, resolve, settings_from_dict, to_dict
-    from ..errors import UsageError
     from ..atomic import folder_lock
-    from ..report.timeline import check_out_dir, timeline_from_dict, timeline_to_dict, write_timeline
-    from . import render
+    from ..errors import OutputError, UsageError
 
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the folder of the run to continue)")
+    with contextlib.ExitStack() as held:
+        if out:
+            if out.exists() and not out.is_dir():
+                raise OutputError(f"--out {out} is a file; give a folder path")
+            # Held from the "does a report exist?" check to the last write: two runs given the
+            # same --out at once cannot both pass the check and then mix their files.
+            held.enter_context(folder_lock(out))
+        _video(sources, out, resume, overwrite, as_json, config, settings_flags=dict(
+            analysis=dict(delta=delta, work_size=work_size),
+            caption=dict(model=model, weights=weights, device=device, max_sentences=sentences, recognise=recognise),
+            video=dict(every=every, start=start, end=end, compare=compare, reference=reference,
+                       roi=tuple(roi) if roi else None, mask=mask, lower=lower, upper=upper,
+                       backend=backend, sort=sort, fps=fps, jobs=jobs),
+        ))
+
+
+def _video(sources: List[str], out: Optional[Path], resume: bool, overwrite: bool, as_json: bool,
+           config: Optional[Path], settings_flags: dict) -> None:
+    from .. import api
+    from ..config import Settings, resolve, settings_from_dict, to_dict
+    from ..report.timeline import check_out_dir, timeline_from_dict, timeline_to_dict, write_timeline
+    from . import render
+
     previous = check_out_dir(out, resume, overwrite) if out else None
     # Continue with the settings the run started with; flags given now still win.
     base = settings_from_dict(previous.get("settings", {}), "the report being resumed") if previous else Settings()
-    settings = resolve(
-        base,
-        config,
-        analysis=dict(delta=delta, work_size=work_size),
-        caption=dict(model=model, weights=weights, device=device, max_sentences=sentences, recognise=recognise),
-        video=dict(every=every, start=start, end=end, compare=compare, reference=reference,
-                   roi=tuple(roi) if roi else None, mask=mask, lower=lower, upper=upper,
-                   backend=backend, sort=sort, fps=fps, jobs=jobs),
-    )
+    settings = resolve(base, config, **settings_flags)
     settings_dict = to_dict(settings)
     results = timeline_from_dict(previous) if previous else {}
 
@@ -78,21 +89,20 @@ def video(
         save()
 
     on_event = functools.partial(_picture, str(out)) if out else None
-    with folder_lock(out) if out else contextlib.nullcontext():
-        try:
-            with render.timeline_progress(enabled=not as_json) as progress:
-                finished = api.describe_video(
-                    sources,
-                    settings,
-                    on_progress=progress.update,
-                    on_event=on_event,
-                    on_update=on_update,
-                    on_error=render.print_skipped_source,
-                    resume=results,
-                )
-            results.update({r.source: r for r in finished})  # --jobs N: workers cannot call on_update
-        finally:
-            save()  # whatever happened, the report on disk says what was done
+    try:
+        with render.timeline_progress(enabled=not as_json) as progress:
+            finished = api.describe_video(
+                sources,
+                settings,
+                on_progress=progress.update,
+                on_event=on_event,
+                on_update=on_update,
+                on_error=render.print_skipped_source,
+                resume=results,
+            )
+        results.update({r.source: r for r in finished})  # --jobs N: workers cannot call on_update
+    finally:
+        save()  # whatever happened, the report on disk says what was done
     data = timeline_to_dict([results[s] for s in sources if s in results], settings_dict)
     if as_json:
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
