@@ -69,8 +69,10 @@ def pair_at(height: int, width: int, real: tuple | None) -> tuple[np.ndarray, np
     if real is None:
         return synthetic_pair(height, width)
     before, after, _ = real
-    return (cv2.resize(before, (width, height), interpolation=cv2.INTER_AREA),
-            cv2.resize(after, (width, height), interpolation=cv2.INTER_AREA))
+    return (
+        cv2.resize(before, (width, height), interpolation=cv2.INTER_AREA),
+        cv2.resize(after, (width, height), interpolation=cv2.INTER_AREA),
+    )
 
 
 def timed(fn, repeat: int) -> tuple[float, object]:
@@ -87,18 +89,31 @@ def timed(fn, repeat: int) -> tuple[float, object]:
 MEMORY_CAP_GB = 16
 
 
-def cluster_in_child(method: str, active: np.ndarray, eps: float, min_samples: int, repeat: int) -> dict:
+def cluster_in_child(
+    method: str, active: np.ndarray, eps: float, min_samples: int, repeat: int
+) -> dict:
     """Run one clusterer in a fresh process (memory capped); return its median time, peak RSS
     and labels, or the reason it failed. A fresh process makes peak RSS a fair memory figure."""
     import json
 
     with tempfile.TemporaryDirectory() as tmp:
         np.save(f"{tmp}/mask.npy", active)
-        cmd = [sys.executable, __file__, "--child", method, tmp, str(eps), str(min_samples), str(repeat)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--child",
+            method,
+            tmp,
+            str(eps),
+            str(min_samples),
+            str(repeat),
+        ]
         done = subprocess.run(cmd, capture_output=True, text=True)
         if done.returncode != 0:
             tail = (done.stderr.strip().splitlines() or ["killed"])[-1]
-            return {"error": "out of memory" if "MemoryError" in tail or done.returncode < 0 else tail}
+            return {
+                "error": "out of memory" if "MemoryError" in tail or done.returncode < 0 else tail
+            }
         result = json.loads(done.stdout)
         result["labels"] = np.load(f"{tmp}/labels.npy")
         return result
@@ -130,8 +145,10 @@ def main() -> None:
     print(f"pairs: {real[2] if real else 'synthetic scenes (../shared/media absent)'}\n")
 
     sizes = {"224x224": (224, 224), "720p": (720, 1280), "1080p": (1080, 1920)}
-    print("1. analysis per pair (median of %d), milliseconds" % args.repeat)
-    print(f"{'size':>8} {'work':>6} {'align':>7} {'mask':>7} {'cluster':>8} {'total':>7} {'clusters':>9}")
+    print(f"1. analysis per pair (median of {args.repeat}), milliseconds")
+    print(
+        f"{'size':>8} {'work':>6} {'align':>7} {'mask':>7} {'cluster':>8} {'total':>7} {'clusters':>9}"
+    )
     for name, (h, w) in sizes.items():
         before, after = pair_at(h, w, real) if name != "224x224" else pair_at(224, 224, real)
         pair = make_pair(Frame(before, "b"), Frame(after, "a"))
@@ -140,16 +157,22 @@ def main() -> None:
                 continue
             config = AnalysisConfig(work_size=work)
             analyse_pair(pair, config)  # warm-up (OpenCV initialises lazily)
-            total, result = timed(lambda: analyse_pair(pair, config), args.repeat)
+            total, result = timed(
+                lambda pair=pair, config=config: analyse_pair(pair, config), args.repeat
+            )
             t = result.timings
-            print(f"{name:>8} {'full' if work == 0 else work:>6} {1000 * t['align']:7.1f} {1000 * t['mask']:7.1f} "
-                  f"{1000 * t['cluster']:8.1f} {1000 * total:7.1f} {len(result.clusters):9d}")
+            print(
+                f"{name:>8} {'full' if work == 0 else work:>6} {1000 * t['align']:7.1f} {1000 * t['mask']:7.1f} "
+                f"{1000 * t['cluster']:8.1f} {1000 * total:7.1f} {len(result.clusters):9d}"
+            )
 
     print("\n2. DBSCAN on every active pixel of the full-resolution mask: sklearn vs grid")
     from sklearn.metrics import adjusted_rand_score
 
-    print(f"{'size':>8} {'active px':>10} {'eps':>5} {'minPts':>6} {'sklearn ms':>11} {'grid ms':>8} {'speed-up':>9} "
-          f"{'sklearn MiB':>12} {'grid MiB':>9} {'ARI':>7}   (MiB = peak RSS of a fresh process)")
+    print(
+        f"{'size':>8} {'active px':>10} {'eps':>5} {'minPts':>6} {'sklearn ms':>11} {'grid ms':>8} {'speed-up':>9} "
+        f"{'sklearn MiB':>12} {'grid MiB':>9} {'ARI':>7}   (MiB = peak RSS of a fresh process)"
+    )
     for name in ("720p", "1080p"):
         h, w = sizes[name]
         before, after = pair_at(h, w, real)
@@ -161,12 +184,16 @@ def main() -> None:
         grid = cluster_in_child("grid", active, eps, min_samples, args.repeat)
         head = f"{name:>8} {int(active.sum()):10d} {eps:5.1f} {min_samples:6d}"
         if "error" in sk:
-            print(f"{head} {'failed':>11} {1000 * grid['seconds']:8.1f} {'-':>9} {sk['error'] + ' (cap %d GB)' % MEMORY_CAP_GB:>12} "
-                  f"{grid['peak_mib']:9.0f} {'-':>7}")
+            print(
+                f"{head} {'failed':>11} {1000 * grid['seconds']:8.1f} {'-':>9} {sk['error'] + f' (cap {MEMORY_CAP_GB} GB)':>12} "
+                f"{grid['peak_mib']:9.0f} {'-':>7}"
+            )
             continue
         ari = adjusted_rand_score(sk["labels"][active], grid["labels"][active])
-        print(f"{head} {1000 * sk['seconds']:11.1f} {1000 * grid['seconds']:8.1f} {sk['seconds'] / grid['seconds']:8.1f}x "
-              f"{sk['peak_mib']:12.0f} {grid['peak_mib']:9.0f} {ari:7.4f}")
+        print(
+            f"{head} {1000 * sk['seconds']:11.1f} {1000 * grid['seconds']:8.1f} {sk['seconds'] / grid['seconds']:8.1f}x "
+            f"{sk['peak_mib']:12.0f} {grid['peak_mib']:9.0f} {ari:7.4f}"
+        )
 
     print("\n3. `spotdiff caption` on a 720p pair in a fresh process (start-up included)")
     before, after = pair_at(720, 1280, real)
@@ -176,15 +203,29 @@ def main() -> None:
             cv2.imwrite(f"{tmp}/{name}", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
             paths.append(f"{tmp}/{name}")
         exe = str(Path(sys.executable).with_name("spotdiff"))
-        import_only, _ = timed(lambda: subprocess.run([sys.executable, "-c", "import spotdiff_cli.cli"], check=True), 3)
-        help_time, _ = timed(lambda: subprocess.run([exe, "--help"], capture_output=True, check=True), 3)
-        whole, out = timed(lambda: subprocess.run([exe, "caption", *paths, "--json"], capture_output=True, text=True, check=True), args.repeat)
+        import_only, _ = timed(
+            lambda: subprocess.run([sys.executable, "-c", "import spotdiff_cli.cli"], check=True), 3
+        )
+        help_time, _ = timed(
+            lambda: subprocess.run([exe, "--help"], capture_output=True, check=True), 3
+        )
+        whole, out = timed(
+            lambda: subprocess.run(
+                [exe, "caption", *paths, "--json"], capture_output=True, text=True, check=True
+            ),
+            args.repeat,
+        )
         import json
 
         data = json.loads(out.stdout)
-        print(f"  wall time, whole command: {1000 * whole:.0f} ms   (`spotdiff --help`: {1000 * help_time:.0f} ms; "
-              f"python + imports: {1000 * import_only:.0f} ms)")
-        print("  inside the command: " + ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in data["timings"].items()))
+        print(
+            f"  wall time, whole command: {1000 * whole:.0f} ms   (`spotdiff --help`: {1000 * help_time:.0f} ms; "
+            f"python + imports: {1000 * import_only:.0f} ms)"
+        )
+        print(
+            "  inside the command: "
+            + ", ".join(f"{k} {1000 * v:.0f} ms" for k, v in data["timings"].items())
+        )
         print("  sentences: " + " | ".join(s["text"] for s in data["sentences"]))
 
 

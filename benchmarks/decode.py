@@ -22,10 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from spotdiff_cli.frames.sources import open_source  # noqa: E402
 from spotdiff_cli.frames.video import available_backends, find_ffmpeg  # noqa: E402
 
-DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "media" / "dvrscan_traffic_camera.mp4"
+DEFAULT = (
+    Path(__file__).resolve().parents[1].parent / "shared" / "media" / "dvrscan_traffic_camera.mp4"
+)
 
 
-def time_sampling(path: Path, backend: str, every: str, seek_threshold: int | None = None) -> tuple[float, int, object]:
+def time_sampling(
+    path: Path, backend: str, every: str, seek_threshold: int | None = None
+) -> tuple[float, int, object]:
     start = time.perf_counter()
     with open_source(path, backend=backend, seek_threshold=seek_threshold) as src:
         n = sum(1 for _ in src.sample(every))
@@ -37,8 +41,25 @@ def concat(path: Path, times: int, out_dir: Path) -> Path:
     listing = out_dir / "list.txt"
     listing.write_text("".join(f"file '{path}'\n" for _ in range(times)))
     out = out_dir / f"{path.stem}_x{times}{path.suffix}"
-    subprocess.run([find_ffmpeg(), "-hide_banner", "-loglevel", "error", "-f", "concat", "-safe", "0",
-                    "-i", str(listing), "-c", "copy", "-y", str(out)], check=True)
+    subprocess.run(
+        [
+            find_ffmpeg(),
+            "-hide_banner",
+            "-loglevel",
+            "error",
+            "-f",
+            "concat",
+            "-safe",
+            "0",
+            "-i",
+            str(listing),
+            "-c",
+            "copy",
+            "-y",
+            str(out),
+        ],
+        check=True,
+    )
     return out
 
 

@@ -18,13 +18,17 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pairs", type=int, default=10_000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--out", type=Path, default=None, help="keep the benchmark here (default: a temp folder)")
+    parser.add_argument(
+        "--out", type=Path, default=None, help="keep the benchmark here (default: a temp folder)"
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         out = args.out or Path(tmp) / "synth"
         summary = synthesize(out, pairs=args.pairs, seed=args.seed)
-        print(f"{summary.pairs} pairs in {summary.seconds:.1f} s: {summary.pairs_per_second:.1f} pairs/s "
-              f"({60 * summary.pairs_per_second:,.0f} pairs/min) {summary.splits}")
+        print(
+            f"{summary.pairs} pairs in {summary.seconds:.1f} s: {summary.pairs_per_second:.1f} pairs/s "
+            f"({60 * summary.pairs_per_second:,.0f} pairs/min) {summary.splits}"
+        )
         print(dataset_stats(out).to_markdown())
 
 

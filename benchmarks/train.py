@@ -23,8 +23,9 @@ import argparse
 import json
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
@@ -52,12 +53,18 @@ def fake_batch(vocab: Vocabulary, b: int, seed: int = 0) -> dict[str, Any]:
     for i in range(b):
         masks = (rng.random((K, *GRID)) > 0.7).astype(np.float32)
         sentences = tuple(" ".join(rng.choice(words, 12)) for _ in range(2))
-        pairs.append(PairInputs(
-            id=str(i), before=rng.standard_normal((C, *GRID)).astype(np.float32),
-            after=rng.standard_normal((C, *GRID)).astype(np.float32), masks=masks,
-            feats=rng.random((K, 4)).astype(np.float32), cluster_ids=tuple(range(1, K + 1)),
-            annotations=(sentences,), gold=((0, 1),),
-        ))
+        pairs.append(
+            PairInputs(
+                id=str(i),
+                before=rng.standard_normal((C, *GRID)).astype(np.float32),
+                after=rng.standard_normal((C, *GRID)).astype(np.float32),
+                masks=masks,
+                feats=rng.random((K, 4)).astype(np.float32),
+                cluster_ids=tuple(range(1, K + 1)),
+                annotations=(sentences,),
+                gold=((0, 1),),
+            )
+        )
     return collate([(p, 0) for p in pairs], vocab)
 
 
@@ -82,7 +89,9 @@ def backbone_pairs_per_second(repeat: int, b: int) -> float:
     return b / seconds
 
 
-def measure(name: str, vocab: Vocabulary, batch: dict[str, Any], repeat: int, tiny: bool) -> dict[str, float]:
+def measure(
+    name: str, vocab: Vocabulary, batch: dict[str, Any], repeat: int, tiny: bool
+) -> dict[str, float]:
     torch.manual_seed(0)
     model = create_model(name, device="cpu", vocab=vocab, channels=C, grid=list(GRID), tiny=tiny)
     b = batch["before"].shape[0]
@@ -101,9 +110,15 @@ def measure(name: str, vocab: Vocabulary, batch: dict[str, Any], repeat: int, ti
 
         train_s = best_of(repeat, step)
     model.eval()
-    infer_s = best_of(repeat, lambda: model.generate(batch, max_sentences=5 if multi else 1, max_len=20))
+    infer_s = best_of(
+        repeat, lambda: model.generate(batch, max_sentences=5 if multi else 1, max_len=20)
+    )
     params = sum(p.numel() for p in model.parameters())
-    return {"train_samples_per_s": b / train_s, "infer_pairs_per_s": b / infer_s, "parameters": params}
+    return {
+        "train_samples_per_s": b / train_s,
+        "infer_pairs_per_s": b / infer_s,
+        "parameters": params,
+    }
 
 
 def main() -> None:
@@ -111,24 +126,39 @@ def main() -> None:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--batch", type=int, default=8)
     parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--tiny", action="store_true", help="the tiny test variants instead of the default sizes")
+    parser.add_argument(
+        "--tiny", action="store_true", help="the tiny test variants instead of the default sizes"
+    )
     parser.add_argument("--json", action="store_true")
     args = parser.parse_args()
 
     vocab = fake_vocab()
     batch = fake_batch(vocab, args.batch)
     base = backbone_pairs_per_second(args.repeat, args.batch)
-    rows = {name: measure(name, vocab, batch, args.repeat, args.tiny) for name in args.models.split(",")}
+    rows = {
+        name: measure(name, vocab, batch, args.repeat, args.tiny) for name in args.models.split(",")
+    }
     if args.json:
-        print(json.dumps({"backbone_pairs_per_s": base, "threads": torch.get_num_threads(), "models": rows}, indent=2))
+        print(
+            json.dumps(
+                {"backbone_pairs_per_s": base, "threads": torch.get_num_threads(), "models": rows},
+                indent=2,
+            )
+        )
         return
-    print(f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, "
-          f"{'tiny' if args.tiny else 'default'} sizes")
+    print(
+        f"torch {torch.__version__}, {torch.get_num_threads()} threads, batch {args.batch}, "
+        f"{'tiny' if args.tiny else 'default'} sizes"
+    )
     print(f"baseline: efficientnet_lite0 forward, 2 images/pair: {base:.1f} pairs/s")
-    print(f"{'model':<14}{'params':>10}{'train samples/s':>17}{'x backbone':>12}{'infer pairs/s':>15}{'x backbone':>12}")
+    print(
+        f"{'model':<14}{'params':>10}{'train samples/s':>17}{'x backbone':>12}{'infer pairs/s':>15}{'x backbone':>12}"
+    )
     for name, r in rows.items():
-        print(f"{name:<14}{r['parameters']:>10,}{r['train_samples_per_s']:>17.1f}{r['train_samples_per_s'] / base:>12.2f}"
-              f"{r['infer_pairs_per_s']:>15.1f}{r['infer_pairs_per_s'] / base:>12.2f}")
+        print(
+            f"{name:<14}{r['parameters']:>10,}{r['train_samples_per_s']:>17.1f}{r['train_samples_per_s'] / base:>12.2f}"
+            f"{r['infer_pairs_per_s']:>15.1f}{r['infer_pairs_per_s'] / base:>12.2f}"
+        )
 
 
 if __name__ == "__main__":

@@ -46,7 +46,9 @@ class Row:
 
 
 ROWS = {
-    "motorway-roi": Row("motorway ROI, every frame", "dvrscan_traffic_camera.mp4", 1, (631, 532, 210, 127)),
+    "motorway-roi": Row(
+        "motorway ROI, every frame", "dvrscan_traffic_camera.mp4", 1, (631, 532, 210, 127)
+    ),
     "motorway-full": Row("motorway full frame, every frame", "dvrscan_traffic_camera.mp4", 1),
     "person-1s": Row("person clip, every 1 s", "intel_one-by-one-person-detection.mp4", 10),
 }
@@ -56,15 +58,22 @@ def dvr_scan() -> Path:
     """DVR-Scan's console script in the benchmark's own venv (created on first use)."""
     exe = DVR_VENV / "bin" / "dvr-scan"
     if not exe.exists():
-        print(f"installing dvr-scan-headless=={DVR_VERSION} into {DVR_VENV} (once)", file=sys.stderr)
+        print(
+            f"installing dvr-scan-headless=={DVR_VERSION} into {DVR_VENV} (once)", file=sys.stderr
+        )
         subprocess.run([sys.executable, "-m", "venv", str(DVR_VENV)], check=True)
-        subprocess.run([str(DVR_VENV / "bin" / "pip"), "install", "-q", f"dvr-scan-headless=={DVR_VERSION}"], check=True)
+        subprocess.run(
+            [str(DVR_VENV / "bin" / "pip"), "install", "-q", f"dvr-scan-headless=={DVR_VERSION}"],
+            check=True,
+        )
     return exe
 
 
 def timed(cmd: list[str]) -> tuple[float, str]:
     start = time.perf_counter()
-    proc = subprocess.run(cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"})
+    proc = subprocess.run(
+        cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+    )
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
         raise SystemExit(f"{' '.join(cmd)} failed ({proc.returncode}): {proc.stderr[-500:]}")
@@ -107,7 +116,9 @@ def run_decode(row: Row, clip: Path) -> float:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeat", type=int, default=3)
-    parser.add_argument("--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}")
+    parser.add_argument(
+        "--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}"
+    )
     args = parser.parse_args()
     dvr_scan()
     header = f"{'row':34} {'decode s':>9} {'dvr s':>7} {'ours s':>7} {'dvr ev':>6} {'our ev':>6} {'ours/dvr':>8} {'ours/dec':>8}"
@@ -126,7 +137,10 @@ def main() -> None:
             seconds, our_events = run_spotdiff(row, clip)
             ours.append(seconds)
         d, v, o = statistics.median(decode), statistics.median(dvr), statistics.median(ours)
-        print(f"{row.name:34} {d:9.2f} {v:7.2f} {o:7.2f} {dvr_events:6d} {our_events:6d} {o / v:8.2f} {o / d:8.2f}", flush=True)
+        print(
+            f"{row.name:34} {d:9.2f} {v:7.2f} {o:7.2f} {dvr_events:6d} {our_events:6d} {o / v:8.2f} {o / d:8.2f}",
+            flush=True,
+        )
 
 
 if __name__ == "__main__":

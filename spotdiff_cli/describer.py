@@ -31,7 +31,9 @@ def as_frame(image: ImageInput, name: str) -> Frame:
         return image
     if isinstance(image, np.ndarray):
         if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
-            raise UsageError(f"{name} array must be (H, W, 3) uint8 RGB, got {image.shape} {image.dtype}")
+            raise UsageError(
+                f"{name} array must be (H, W, 3) uint8 RGB, got {image.shape} {image.dtype}"
+            )
         return Frame(image, f"<{name} array>")
     return Frame(load_image(image), str(image))
 
@@ -44,7 +46,9 @@ class PairDescriber:
     missing checkpoint or a corrupt one fails here, once.
     """
 
-    def __init__(self, analysis: AnalysisConfig | None = None, caption: CaptionConfig | None = None) -> None:
+    def __init__(
+        self, analysis: AnalysisConfig | None = None, caption: CaptionConfig | None = None
+    ) -> None:
         self.analysis = (analysis or AnalysisConfig()).validate()
         self.caption_config = (caption or CaptionConfig()).validate()
         info = model_info(self.caption_config.model)
@@ -57,8 +61,14 @@ class PairDescriber:
             )
         self.notes: tuple[str, ...] = ()
         if not info.needs_torch and self.caption_config.device.lower() not in ("auto", "cpu"):
-            self.notes = (f"model '{info.name}' runs on the CPU; --device {self.caption_config.device} was not used",)
-        self.captioner = create_captioner(self.caption_config.model, weights=self.caption_config.weights, device=self.caption_config.device)
+            self.notes = (
+                f"model '{info.name}' runs on the CPU; --device {self.caption_config.device} was not used",
+            )
+        self.captioner = create_captioner(
+            self.caption_config.model,
+            weights=self.caption_config.weights,
+            device=self.caption_config.device,
+        )
 
     def describe(
         self,
@@ -78,7 +88,9 @@ class PairDescriber:
         Returns a ``Report``: the analysis, the sentences (most salient first) and timings.
         """
         self.warm_up()  # overlaps the analysis below; once per process
-        return self.caption(self.analyse(before, after, watch=watch, analysis=analysis), hints=hints)
+        return self.caption(
+            self.analyse(before, after, watch=watch, analysis=analysis), hints=hints
+        )
 
     def warm_up(self) -> None:
         """Start the captioner's one-off set-up in the background (loading recognisers)."""
@@ -115,13 +127,18 @@ class PairDescriber:
             analysis=analysis,
             sentences=tuple(sentences),
             model=self.caption_config.model,
-            settings={"analysis": to_dict(analysis.config or self.analysis), "caption": to_dict(self.caption_config)},
+            settings={
+                "analysis": to_dict(analysis.config or self.analysis),
+                "caption": to_dict(self.caption_config),
+            },
             timings=timings,
             notes=pair.notes + self.notes,
             original=analysis.original,
         )
 
     def _options(self, hints: tuple[Hint, ...]) -> DescribeOptions:
-        return DescribeOptions(self.caption_config.max_sentences, self.caption_config.recognise, tuple(hints))
+        return DescribeOptions(
+            self.caption_config.max_sentences, self.caption_config.recognise, tuple(hints)
+        )
 
     __call__ = describe

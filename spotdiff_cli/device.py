@@ -25,5 +25,7 @@ def resolve_device(requested: str = "auto") -> str:
     if requested == "auto":
         return "cuda" if has_cuda else "cpu"
     if not has_cuda:
-        raise UsageError("--device cuda was asked for but no CUDA GPU is visible: use --device cpu or auto")
+        raise UsageError(
+            "--device cuda was asked for but no CUDA GPU is visible: use --device cpu or auto"
+        )
     return requested

@@ -190,12 +190,29 @@ class Detection:
 
 
 @dataclass(frozen=True)
-class Event:
-    """Consecutive detections of the same change, merged: what an operator reads in a timeline.
+class EventSentence:
+    """One sentence inside an event, with when it was said: consecutive detections with the
+    same text make one sentence (start / end: the first and last after-frame, s)."""
 
-    start / end: timestamps (s) of the first and last after-frame where the change was seen.
-    boxes: one box per detection, original pixels. picture: file name of the annotated frame
-    pair written for it (set by the caller's writer), or None.
+    start: float
+    end: float
+    text: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class Event:
+    """Detections of the same change, merged into one interval: what an operator reads in a
+    timeline ("00:00:02.000-00:00:07.000 a red object appeared in the lower right and left 5 s
+    later", with the arrival and the departure as its sentences).
+
+    start / end: the reported interval (s): where the change was seen, widened by the
+    ``--pad-before`` / ``--pad-after`` settings and clipped to the source. ``seen``: the first
+    and last after-frame where it was seen (None: the same as start / end).
+    start_frame / end_frame: frame numbers of start / end, counted from 0 (None when the source
+    has no frame rate, e.g. a folder timed by file dates).
+    boxes: one box per detection, original pixels. picture / clip: paths, relative to the
+    report folder, of the annotated frame pair and of the event's video clip, or None.
     """
 
     id: int
@@ -209,3 +226,18 @@ class Event:
     frames: tuple[float, float]  # (before, after) timestamps of the pictured pair
     detections: int = 1
     picture: str | None = None
+    seen: tuple[float, float] | None = None
+    start_frame: int | None = None
+    end_frame: int | None = None
+    sentences: tuple[EventSentence, ...] = ()
+    clip: str | None = None
+
+    @property
+    def pair_times(self) -> tuple[float, float]:
+        """(before, after) timestamps (s) of the pictured pair (``"pair_times"`` in JSON)."""
+        return self.frames
+
+    @property
+    def seen_span(self) -> tuple[float, float]:
+        """(first, last) after-frame times where the change was seen, before any padding."""
+        return self.seen if self.seen is not None else (self.start, self.end)

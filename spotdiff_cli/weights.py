@@ -122,13 +122,17 @@ def resolve_weights(name_or_path: str | None, *, kind: str, allow_download: bool
 
     raw = str(name_or_path).strip()
     if not raw:
-        raise WeightsNotFoundError(f"an empty {kind} weights name was given: pass a name or a file path")
+        raise WeightsNotFoundError(
+            f"an empty {kind} weights name was given: pass a name or a file path"
+        )
 
     # 1. An explicit path.
     explicit = Path(raw).expanduser()
     if explicit.is_file():
         return explicit.resolve()
-    looked.append(f"path {explicit} ({'a folder, not a file' if explicit.is_dir() else 'no such file'})")
+    looked.append(
+        f"path {explicit} ({'a folder, not a file' if explicit.is_dir() else 'no such file'})"
+    )
 
     name = raw
 
@@ -176,14 +180,19 @@ def resolve_weights(name_or_path: str | None, *, kind: str, allow_download: bool
     looked.append(f"cache {cache} (no {name}, {name}.*{also})")
 
     # 5. Download: allowed or not, nothing is configured to fetch from, so never touch the network.
-    looked.append("download (allowed, but no download source is configured)" if allow_download
-                  else "download (not allowed)")
+    looked.append(
+        "download (allowed, but no download source is configured)"
+        if allow_download
+        else "download (not allowed)"
+    )
 
     hint = ""
     close = difflib.get_close_matches(name, [e.name for e in entries if e.kind == kind], n=1)
     if close:
         hint = f"; did you mean '{close[0]}'?"
-    raise WeightsNotFoundError(f"{kind} weights '{name}' not found; looked in: " + "; ".join(looked) + hint)
+    raise WeightsNotFoundError(
+        f"{kind} weights '{name}' not found; looked in: " + "; ".join(looked) + hint
+    )
 
 
 # --------------------------------------------------------------------------------------------------
@@ -200,20 +209,33 @@ def _read_manifest(folder: Path) -> list[WeightsEntry]:
     except (OSError, json.JSONDecodeError) as exc:
         raise ModelError(f"cannot read weights manifest {path}: {exc}") from exc
     if not isinstance(data, dict) or not isinstance(data.get("weights"), dict):
-        raise ModelError(f"weights manifest {path} must be an object with a 'weights' object inside")
+        raise ModelError(
+            f"weights manifest {path} must be an object with a 'weights' object inside"
+        )
     if data.get("format", MANIFEST_FORMAT) != MANIFEST_FORMAT:
-        raise ModelError(f"weights manifest {path} has format {data.get('format')}, this spotdiff reads {MANIFEST_FORMAT}")
+        raise ModelError(
+            f"weights manifest {path} has format {data.get('format')}, this spotdiff reads {MANIFEST_FORMAT}"
+        )
     out: list[WeightsEntry] = []
     for name, spec in data["weights"].items():
         missing = [k for k in ("file", "kind", "sha256", "licence", "source") if k not in spec]
         if missing:
             raise ModelError(f"weights manifest {path}: entry '{name}' lacks {', '.join(missing)}")
         file_path = (folder / spec["file"]).resolve()
-        out.append(WeightsEntry(
-            name=name, kind=spec["kind"], file=spec["file"], sha256=spec["sha256"].lower(),
-            licence=spec["licence"], source=spec["source"], description=spec.get("description", ""),
-            path=file_path, present=file_path.is_file(), default=bool(spec.get("default", False)),
-        ))
+        out.append(
+            WeightsEntry(
+                name=name,
+                kind=spec["kind"],
+                file=spec["file"],
+                sha256=spec["sha256"].lower(),
+                licence=spec["licence"],
+                source=spec["source"],
+                description=spec.get("description", ""),
+                path=file_path,
+                present=file_path.is_file(),
+                default=bool(spec.get("default", False)),
+            )
+        )
     return out
 
 
@@ -225,7 +247,9 @@ def _find_in_folder(folder: Path, name: str) -> Path | None:
     if exact.is_file():
         return exact.resolve()
     # glob would read "[" or "*" in a name as patterns: compare names instead.
-    candidates = sorted(p for p in folder.iterdir() if p.is_file() and p.name.startswith(name + "."))
+    candidates = sorted(
+        p for p in folder.iterdir() if p.is_file() and p.name.startswith(name + ".")
+    )
     if len(candidates) > 1:
         raise ModelError(
             f"weights '{name}' is ambiguous in {folder}: {', '.join(p.name for p in candidates)}; "
@@ -251,7 +275,9 @@ def _check_sha256(path: Path, expected: str, name: str) -> None:
             digest.update(chunk)
     actual = digest.hexdigest()
     if actual != expected:
-        why = " (it is a Git LFS pointer: run `git lfs pull`)" if head == _LFS_POINTER_PREFIX else ""
+        why = (
+            " (it is a Git LFS pointer: run `git lfs pull`)" if head == _LFS_POINTER_PREFIX else ""
+        )
         raise ModelError(
             f"weights '{name}' at {path} has sha256 {actual[:12]}…, the manifest expects {expected[:12]}…{why}; "
             "re-fetch the file or fix weights/manifest.json"

@@ -45,7 +45,9 @@ def textured_background(height: int = 240, width: int = 320, seed: int = 0) -> n
     return np.clip(noise * tint, 0, 255).astype(np.uint8)
 
 
-def draw_box(image: np.ndarray, x: int, y: int, w: int, h: int, colour: tuple[int, int, int]) -> np.ndarray:
+def draw_box(
+    image: np.ndarray, x: int, y: int, w: int, h: int, colour: tuple[int, int, int]
+) -> np.ndarray:
     """A copy of ``image`` with a filled rectangle (a stand-in object) at (x, y, w, h)."""
     out = image.copy()
     cv2.rectangle(out, (x, y), (x + w - 1, y + h - 1), colour, -1)

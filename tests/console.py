@@ -34,13 +34,23 @@ def check_clean_exit(proc: subprocess.CompletedProcess, args: tuple[str, ...]) -
         assert "Traceback" not in proc.stderr, where
 
 
-def run_spotdiff(*args: object, timeout: float = 120, cwd: Path | None = None, input: str | None = None) -> subprocess.CompletedProcess:
+def run_spotdiff(
+    *args: object, timeout: float = 120, cwd: Path | None = None, input: str | None = None
+) -> subprocess.CompletedProcess:
     """Run the console script once; assert it ended cleanly; return the finished process."""
-    assert SPOTDIFF.is_file(), f"the console script {SPOTDIFF} is not installed; run scripts/bootstrap.sh"
+    assert SPOTDIFF.is_file(), (
+        f"the console script {SPOTDIFF} is not installed; run scripts/bootstrap.sh"
+    )
     argv = tuple(str(a) for a in args)
     proc = subprocess.run(
-        [str(SPOTDIFF), *argv], capture_output=True, text=True, timeout=timeout, cwd=cwd or REPO, env=env(),
-        stdin=subprocess.DEVNULL if input is None else None, input=input,
+        [str(SPOTDIFF), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd or REPO,
+        env=env(),
+        stdin=subprocess.DEVNULL if input is None else None,
+        input=input,
     )
     check_clean_exit(proc, argv)
     return proc
@@ -48,8 +58,15 @@ def run_spotdiff(*args: object, timeout: float = 120, cwd: Path | None = None, i
 
 def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """A user's Python script, run by the venv's interpreter, checked the same way."""
-    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=timeout,
-                          cwd=REPO, env=env(), stdin=subprocess.DEVNULL)
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=REPO,
+        env=env(),
+        stdin=subprocess.DEVNULL,
+    )
     check_clean_exit(proc, ("<python script>",))
     return proc
 
@@ -63,5 +80,7 @@ def run_many(times: int, *args: object, timeout: float = 120) -> list[subprocess
 def one_error_line(proc: subprocess.CompletedProcess) -> str:
     """The single ``error: ...`` line a bad input must produce; fails on anything longer."""
     lines = [line for line in proc.stderr.strip().splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), f"exit {proc.returncode}, stderr:\n{proc.stderr}"
+    assert len(lines) == 1 and lines[0].startswith("error:"), (
+        f"exit {proc.returncode}, stderr:\n{proc.stderr}"
+    )
     return lines[0]

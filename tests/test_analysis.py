@@ -13,7 +13,9 @@ from spotdiff_cli.types import Frame
 
 
 def analyse(before: np.ndarray, after: np.ndarray, **settings):
-    return analyse_pair(make_pair(Frame(before, "before"), Frame(after, "after")), AnalysisConfig(**settings))
+    return analyse_pair(
+        make_pair(Frame(before, "before"), Frame(after, "after")), AnalysisConfig(**settings)
+    )
 
 
 def test_added_rectangle_is_one_cluster_with_its_box(scene):
@@ -27,7 +29,9 @@ def test_added_rectangle_is_one_cluster_with_its_box(scene):
 
 
 def test_no_change_gives_no_clusters(scene):
-    noisy = np.clip(scene.astype(np.int16) + np.random.default_rng(1).integers(-4, 5, scene.shape), 0, 255).astype(np.uint8)
+    noisy = np.clip(
+        scene.astype(np.int16) + np.random.default_rng(1).integers(-4, 5, scene.shape), 0, 255
+    ).astype(np.uint8)
     result = analyse(scene, noisy)
     assert result.clusters == ()
     assert not result.mask.lighting_changed

@@ -79,7 +79,9 @@ def test_any_timm_model_loads_weights_from_a_local_file(tmp_path):
     torch.save(reference.state_dict(), path)
     model, info = B.create_backbone("resnet10t", weights=str(path))
     assert info.weights == str(path)
-    assert torch.equal(model.state_dict()["conv1.0.weight"], reference.state_dict()["conv1.0.weight"])
+    assert torch.equal(
+        model.state_dict()["conv1.0.weight"], reference.state_dict()["conv1.0.weight"]
+    )
     # resnet10t's own config asks for 176 px: the grid follows the model's input size (stride 32).
     assert info.input_size == (176, 176) and info.grid == (6, 6)
 
@@ -97,9 +99,13 @@ def test_classifier_recognises_the_tiger(shared_media):
     bgr = cv2.imread(str(shared_media / "odiff_tiger.jpg"))
     h, w = bgr.shape[:2]
     s = min(h, w)
-    crop = bgr[(h - s) // 2:(h + s) // 2, (w - s) // 2:(w + s) // 2]
-    rgb = cv2.cvtColor(cv2.resize(crop, info.input_size[::-1], interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2RGB)
-    x = (rgb.astype(np.float32) / 255 - np.array(info.mean, np.float32)) / np.array(info.std, np.float32)
+    crop = bgr[(h - s) // 2 : (h + s) // 2, (w - s) // 2 : (w + s) // 2]
+    rgb = cv2.cvtColor(
+        cv2.resize(crop, info.input_size[::-1], interpolation=cv2.INTER_AREA), cv2.COLOR_BGR2RGB
+    )
+    x = (rgb.astype(np.float32) / 255 - np.array(info.mean, np.float32)) / np.array(
+        info.std, np.float32
+    )
     with torch.no_grad():
         logits = model(torch.from_numpy(x.transpose(2, 0, 1))[None])
     assert logits.shape == (1, 1000)

@@ -59,12 +59,27 @@ def _bytes(data: bytes) -> Callable[[Path], Path]:
 CHECKPOINTS: dict[str, tuple[Callable[[Path], Path], tuple[str, ...]]] = {
     "text file": (_bytes(b"hello, I am not a checkpoint\n"), ("text file", FIX)),
     "empty file": (_bytes(b""), ("empty", FIX)),
-    "truncated": (lambda p: _bytes(SHIPPED.read_bytes()[: SHIPPED.stat().st_size // 2])(p), ("truncated", FIX)),
-    "random bytes": (_bytes(np.random.default_rng(3).bytes(4096)), ("not a spotdiff checkpoint", FIX)),
+    "truncated": (
+        lambda p: _bytes(SHIPPED.read_bytes()[: SHIPPED.stat().st_size // 2])(p),
+        ("truncated", FIX),
+    ),
+    "random bytes": (
+        _bytes(np.random.default_rng(3).bytes(4096)),
+        ("not a spotdiff checkpoint", FIX),
+    ),
     "pickle of a dict": (_bytes(pickle.dumps({"model": "ddla"}, protocol=4)), ("pickle", FIX)),
-    "config a list": (lambda p: _save(p, {**_shipped(), "config": [1, 2]}), ("'config' is list", FIX)),
-    "config lacks keys": (lambda p: _save(p, {**_shipped(), "config": {}}), ("stored config", "lacks", FIX)),
-    "config value of the wrong type": (_with("config", hidden_size="big"), ("stored config", "hidden_size", FIX)),
+    "config a list": (
+        lambda p: _save(p, {**_shipped(), "config": [1, 2]}),
+        ("'config' is list", FIX),
+    ),
+    "config lacks keys": (
+        lambda p: _save(p, {**_shipped(), "config": {}}),
+        ("stored config", "lacks", FIX),
+    ),
+    "config value of the wrong type": (
+        _with("config", hidden_size="big"),
+        ("stored config", "hidden_size", FIX),
+    ),
     "config grid not a pair": (_with("config", grid="abc"), ("stored config", "grid", FIX)),
     "vocabulary damaged": (_with("vocab", counts=["many"]), ("vocabulary", FIX)),
 }
@@ -134,10 +149,19 @@ def test_the_shipped_checkpoint_still_loads() -> None:
 # name -> (file contents, words the error line must hold)
 NOT_TEXT = "not a JSON text file"
 PREDICTIONS: dict[str, tuple[Callable[[], bytes], str]] = {
-    "a PNG": (lambda: (REPO / "examples" / "parking-lot" / "report" / "annotated.png").read_bytes(), NOT_TEXT),
+    "a PNG": (
+        lambda: (REPO / "examples" / "parking-lot" / "report" / "annotated.png").read_bytes(),
+        NOT_TEXT,
+    ),
     "a checkpoint": (lambda: SHIPPED.read_bytes()[:4096], NOT_TEXT),
-    "latin-1 text": (lambda: '[{"image_id": "1", "caption": "caf\u00e9"}]'.encode("latin-1"), NOT_TEXT),
-    "report with a string for its images": (lambda: b'[{"inputs": {"before": "a.png"}, "caption": "x"}]', "no image_id"),
+    "latin-1 text": (
+        lambda: '[{"image_id": "1", "caption": "caf\u00e9"}]'.encode("latin-1"),
+        NOT_TEXT,
+    ),
+    "report with a string for its images": (
+        lambda: b'[{"inputs": {"before": "a.png"}, "caption": "x"}]',
+        "no image_id",
+    ),
     "nested 100000 deep": (lambda: b"[" * 100_000 + b"]" * 100_000, "nested too deeply"),
 }
 
@@ -160,6 +184,8 @@ def test_bad_predictions_through_the_console_script(name: str, tmp_path: Path) -
     dataset = REPO.parent / "shared" / "data" / "spot-the-diff" / "annotations"
     if not dataset.is_dir():
         pytest.skip("needs ../shared/data/spot-the-diff/annotations")
-    proc = run_spotdiff("eval", "--predictions", path, "--dataset", dataset, "--out", tmp_path / "out")
+    proc = run_spotdiff(
+        "eval", "--predictions", path, "--dataset", dataset, "--out", tmp_path / "out"
+    )
     assert proc.returncode == 1, proc.stderr
     _check_line(one_error_line(proc), path, (words,))

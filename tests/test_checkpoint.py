@@ -9,21 +9,28 @@ from pathlib import Path
 
 import pytest
 import torch
+from test_train_loop import TINY, use_tiny_model
 
 from spotdiff_cli.captioners.checkpoint import (
-    FORMAT_VERSION, load_checkpoint, read_checkpoint, save_checkpoint, slim_checkpoint,
+    FORMAT_VERSION,
+    load_checkpoint,
+    read_checkpoint,
+    save_checkpoint,
+    slim_checkpoint,
 )
 from spotdiff_cli.captioners.registry import create_captioner
 from spotdiff_cli.captioners.vocab import Vocabulary
 from spotdiff_cli.errors import ModelError
-from test_train_loop import TINY, use_tiny_model
 
 VOCAB = Vocabulary.build(["the red car is gone", "a person appeared near the van"], 1)
 
 
 def fake_batch(b: int = 2, c: int = 6, grid: tuple[int, int] = (3, 3)) -> dict:
     g = torch.Generator().manual_seed(0)
-    return {"before": torch.randn(b, c, *grid, generator=g), "after": torch.randn(b, c, *grid, generator=g)}
+    return {
+        "before": torch.randn(b, c, *grid, generator=g),
+        "after": torch.randn(b, c, *grid, generator=g),
+    }
 
 
 @pytest.fixture
@@ -48,7 +55,9 @@ def test_round_trip_rebuilds_the_same_model(model, tmp_path: Path) -> None:
 def test_registry_factory_accepts_a_checkpoint_path(model, tmp_path: Path) -> None:
     path = save_checkpoint(tmp_path / "m.pt", model)
     again = create_captioner(TINY, weights=str(path), device="cpu")
-    assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values()))
+    assert all(
+        torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values())
+    )
 
 
 def test_a_failed_write_keeps_the_previous_checkpoint(model, tmp_path: Path, monkeypatch) -> None:
@@ -94,12 +103,21 @@ def test_files_that_are_not_ours_are_refused_clearly(model, tmp_path: Path) -> N
 
 
 def test_slim_checkpoint_drops_training_state_and_halves_the_weights(model, tmp_path: Path) -> None:
-    path = save_checkpoint(tmp_path / "last.pt", model, {"epoch": 4, "optimizer": {"state": {}, "param_groups": []},
-                                                         "rng": {"torch": torch.get_rng_state()}})
+    path = save_checkpoint(
+        tmp_path / "last.pt",
+        model,
+        {
+            "epoch": 4,
+            "optimizer": {"state": {}, "param_groups": []},
+            "rng": {"torch": torch.get_rng_state()},
+        },
+    )
     slim = slim_checkpoint(path, tmp_path / "ship.pt")
     data = torch.load(slim, weights_only=True)
     assert data["extra"] == {"epoch": 4}
-    assert all(v.dtype == torch.float16 for v in data["state_dict"].values() if v.is_floating_point())
+    assert all(
+        v.dtype == torch.float16 for v in data["state_dict"].values() if v.is_floating_point()
+    )
     assert slim.stat().st_size < path.stat().st_size
     loaded, _ = load_checkpoint(slim)
     assert next(loaded.parameters()).dtype == torch.float32
@@ -109,10 +127,15 @@ def test_real_models_round_trip(tmp_path: Path) -> None:
     pytest.importorskip("spotdiff_cli.captioners.spot_the_diff")
     for name in ("capt", "ddla"):
         torch.manual_seed(0)
-        model = create_captioner(name, device="cpu", vocab=VOCAB, channels=6, grid=[3, 3], tiny=True)
+        model = create_captioner(
+            name, device="cpu", vocab=VOCAB, channels=6, grid=[3, 3], tiny=True
+        )
         loaded, meta = load_checkpoint(save_checkpoint(tmp_path / f"{name}.pt", model))
         assert meta["model"] == name and loaded.config == model.config
-        assert all(torch.equal(a, b) for a, b in zip(model.state_dict().values(), loaded.state_dict().values()))
+        assert all(
+            torch.equal(a, b)
+            for a, b in zip(model.state_dict().values(), loaded.state_dict().values())
+        )
 
 
 @pytest.mark.parametrize("name", ["ddla", "capt"])

@@ -17,7 +17,9 @@ runner = CliRunner()
 
 @pytest.fixture
 def pair(scene, write_png):
-    return write_png("before.png", scene), write_png("after.png", draw_box(scene, 230, 170, 50, 40, (220, 40, 40)))
+    return write_png("before.png", scene), write_png(
+        "after.png", draw_box(scene, 230, 170, 50, 40, (220, 40, 40))
+    )
 
 
 def run(*args: str):
@@ -41,13 +43,22 @@ def test_json_goes_to_stdout_for_scripts(pair):
 def test_out_writes_every_report_and_refuses_to_overwrite(pair, tmp_path):
     out = tmp_path / "report"
     assert run("caption", *pair, "--no-recognise", "--out", out).exit_code == 0
-    for name in ("report.json", "report.md", "report.html", "annotated.png", "mask.png", "config.yaml"):
+    for name in (
+        "report.json",
+        "report.md",
+        "report.html",
+        "annotated.png",
+        "mask.png",
+        "config.yaml",
+    ):
         assert (out / name).stat().st_size > 0, name
     html = (out / "report.html").read_text()
     assert "data:image/jpeg;base64," in html and "appeared in the lower right" in html
     before = (out / "report.json").read_bytes()
     again = run("caption", *pair, "--no-recognise", "--out", out)
-    assert again.exit_code == 1 and "already exists" in again.output and "--overwrite" in again.output
+    assert (
+        again.exit_code == 1 and "already exists" in again.output and "--overwrite" in again.output
+    )
     assert (out / "report.json").read_bytes() == before
     assert run("caption", *pair, "--no-recognise", "--out", out, "--overwrite").exit_code == 0
 
@@ -119,7 +130,9 @@ def test_help_and_default_caption_never_import_torch(pair):
         f"r = CliRunner().invoke(app, ['caption', {str(pair[0])!r}, {str(pair[1])!r}]);"
         "assert r.exit_code == 0, r.output; print('torch' in sys.modules, 'timm' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
     assert out.stdout.strip() == "False False"
 
 
@@ -133,8 +146,12 @@ def test_help_and_default_caption_never_import_torch(pair):
 )
 def test_console_script_usage_errors_are_one_line(args, message):
     # Click's own usage errors (raised before our commands run) go through the entry point too.
-    out = subprocess.run([sys.executable, "-c", "from spotdiff_cli.cli import main; main()", *args],
-                         capture_output=True, text=True, cwd=REPO)
+    out = subprocess.run(
+        [sys.executable, "-c", "from spotdiff_cli.cli import main; main()", *args],
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+    )
     assert out.returncode == 2
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and message in lines[0] and "--help" in lines[0], out.stderr

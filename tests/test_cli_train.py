@@ -7,17 +7,24 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from test_train_loop import TINY, make_tiny_bench, use_tiny_model
 from typer.testing import CliRunner
 
 from spotdiff_cli.cli import app
-from test_train_loop import TINY, make_tiny_bench, use_tiny_model
 
 runner = CliRunner()
 
 
 def recipe(tmp_path: Path, **extra: object) -> Path:
-    values = {"min_count": 1, "lr": 0.01, "val_tokenizer": "python", "device": "cpu", "log_every": 3,
-              "model_config": {"hidden": 16}, **extra}
+    values = {
+        "min_count": 1,
+        "lr": 0.01,
+        "val_tokenizer": "python",
+        "device": "cpu",
+        "log_every": 3,
+        "model_config": {"hidden": 16},
+        **extra,
+    }
     path = tmp_path / "tiny.yaml"
     path.write_text("".join(f"{k}: {v}\n" for k, v in values.items()))
     return path
@@ -32,15 +39,32 @@ def test_train_needs_a_model_and_a_trainable_one() -> None:
     assert result.exit_code == 1 and "did you mean 'ddla'" in result.output
 
 
-def test_train_then_refuse_overwrite_then_resume(tmp_path_factory: pytest.TempPathFactory, tmp_path: Path) -> None:
+def test_train_then_refuse_overwrite_then_resume(
+    tmp_path_factory: pytest.TempPathFactory, tmp_path: Path
+) -> None:
     use_tiny_model()
     bench = make_tiny_bench(tmp_path_factory)
     out = tmp_path / "run"
-    args = ["train", "--model", TINY, "--data", str(bench), "--recipe", str(recipe(tmp_path)), "--out", str(out),
-            "--epochs", "1", "--seed", "3"]
+    args = [
+        "train",
+        "--model",
+        TINY,
+        "--data",
+        str(bench),
+        "--recipe",
+        str(recipe(tmp_path)),
+        "--out",
+        str(out),
+        "--epochs",
+        "1",
+        "--seed",
+        "3",
+    ]
     result = runner.invoke(app, args)
     assert result.exit_code == 0, result.output
-    assert "best validation CIDEr" in result.output and f"--weights {out / 'best.pt'}" in result.output
+    assert (
+        "best validation CIDEr" in result.output and f"--weights {out / 'best.pt'}" in result.output
+    )
     assert "samples/s" in result.output  # the interval log lines
     assert (out / "best.pt").is_file() and (out / "last.pt").is_file()
     again = runner.invoke(app, args)
@@ -50,7 +74,9 @@ def test_train_then_refuse_overwrite_then_resume(tmp_path_factory: pytest.TempPa
     assert "resumed" in more.output and "2 epoch(s)" in more.output
 
 
-def test_without_data_it_trains_on_the_default_synthetic_benchmark(tmp_path: Path, monkeypatch) -> None:
+def test_without_data_it_trains_on_the_default_synthetic_benchmark(
+    tmp_path: Path, monkeypatch
+) -> None:
     use_tiny_model()
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.chdir(tmp_path)
@@ -67,7 +93,9 @@ def test_without_data_it_trains_on_the_default_synthetic_benchmark(tmp_path: Pat
 
 
 @pytest.mark.slow
-def test_tiny_cpu_recipe_trains_ddla_and_caption_uses_it(tmp_path: Path, write_png, monkeypatch) -> None:
+def test_tiny_cpu_recipe_trains_ddla_and_caption_uses_it(
+    tmp_path: Path, write_png, monkeypatch
+) -> None:
     """The shipped tiny recipe end to end, then `spotdiff caption --weights` with its checkpoint."""
     from conftest import draw_box, textured_background
 
@@ -75,12 +103,26 @@ def test_tiny_cpu_recipe_trains_ddla_and_caption_uses_it(tmp_path: Path, write_p
 
     repo = Path(__file__).resolve().parents[1]
     out = tmp_path / "ddla"
-    result = runner.invoke(app, ["train", "--model", "ddla", "--recipe", str(repo / "training" / "ddla-tiny-cpu.yaml"),
-                                 "--out", str(out), "--device", "cpu"])
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--model",
+            "ddla",
+            "--recipe",
+            str(repo / "training" / "ddla-tiny-cpu.yaml"),
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ],
+    )
     assert result.exit_code == 0, result.output
     before = textured_background(224, 224)
     a = write_png("a.png", before)
     b = write_png("b.png", draw_box(before, 40, 60, 50, 30, (200, 30, 30)))
-    caption = runner.invoke(app, ["caption", str(a), str(b), "--model", "ddla", "--weights", str(out / "best.pt")])
+    caption = runner.invoke(
+        app, ["caption", str(a), str(b), "--model", "ddla", "--weights", str(out / "best.pt")]
+    )
     assert caption.exit_code == 0, caption.output
     assert "1." in caption.output

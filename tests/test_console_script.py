@@ -19,7 +19,15 @@ import cv2
 import numpy as np
 import pytest
 from conftest import draw_box, textured_background
-from console import SPOTDIFF, REPO, check_clean_exit, env, one_error_line, run_many, run_python, run_spotdiff
+from console import (
+    REPO,
+    SPOTDIFF,
+    check_clean_exit,
+    env,
+    one_error_line,
+    run_many,
+    run_python,
+)
 
 TIMES = 10  # enough to catch a shutdown race that hits one run in three (issue 8)
 
@@ -71,7 +79,9 @@ def test_json_answer_exits_0_cleanly_every_time(images):
 def test_an_output_error_after_the_analysis_is_one_line_every_time(images, tmp_path):
     blocker = tmp_path / "a-file"
     blocker.write_text("not a folder")
-    for proc in run_many(TIMES, "caption", images["scene"], images["object"], "--out", blocker / "report"):
+    for proc in run_many(
+        TIMES, "caption", images["scene"], images["object"], "--out", blocker / "report"
+    ):
         assert proc.returncode == 1
         assert "a-file" in one_error_line(proc)
 
@@ -91,7 +101,11 @@ def _write_clip(path: Path, frames: int, moving: bool) -> Path:
     background = textured_background(240, 320, seed=3)
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (320, 240))
     for i in range(frames):
-        image = draw_box(background, (8 * i) % 260, 100, 40, 40, (220, 40, 40)) if moving else background
+        image = (
+            draw_box(background, (8 * i) % 260, 100, 40, 40, (220, 40, 40))
+            if moving
+            else background
+        )
         writer.write(cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
     writer.release()
     return path
@@ -110,8 +124,15 @@ def test_ctrl_c_during_video_exits_130_and_leaves_a_partial_report(tmp_path):
     for i, delay in enumerate(np.linspace(0.3, 3.0, TIMES)):
         out = tmp_path / f"run{i}"
         args = ("video", str(clip), "--every", "1f", "--out", str(out))
-        proc = subprocess.Popen([str(SPOTDIFF), *args], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                stdin=subprocess.DEVNULL, text=True, cwd=REPO, env=env())
+        proc = subprocess.Popen(
+            [str(SPOTDIFF), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            text=True,
+            cwd=REPO,
+            env=env(),
+        )
         time.sleep(float(delay))
         proc.send_signal(signal.SIGINT)
         stdout, stderr = proc.communicate(timeout=60)

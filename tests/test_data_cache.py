@@ -64,19 +64,27 @@ def counted_backbone(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
     def create(name: str = "efficientnet_lite0", weights: object = None, pretrained: bool = True):  # type: ignore[no-untyped-def]
         model, info = real(name, pretrained=False)
         counts["builds"] += 1
-        model.register_forward_pre_hook(lambda *_: counts.__setitem__("forwards", counts["forwards"] + 1))
+        model.register_forward_pre_hook(
+            lambda *_: counts.__setitem__("forwards", counts["forwards"] + 1)
+        )
         return model, info
 
     monkeypatch.setattr(backbones, "create_backbone", create)
     return counts
 
 
-def test_backbone_features_are_cached_and_reused(bench: Path, counted_backbone: dict[str, int]) -> None:
+def test_backbone_features_are_cached_and_reused(
+    bench: Path, counted_backbone: dict[str, int]
+) -> None:
     from spotdiff_cli.data.cache import load_features
 
     config = AnalysisConfig(work_size=224)
     first = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0", batch_size=2)
-    assert counted_backbone["forwards"] == 2 and first.features_computed == 2 and first.features_reused == 0
+    assert (
+        counted_backbone["forwards"] == 2
+        and first.features_computed == 2
+        and first.features_reused == 0
+    )
     grids = load_features(bench, "val")
     assert grids["before"].shape == (2, 1280, 7, 7) and grids["before"].dtype == np.float16
     assert grids["ids"].tolist() == ["6", "7"]
@@ -89,7 +97,9 @@ def test_backbone_features_are_cached_and_reused(bench: Path, counted_backbone: 
     assert np.array_equal(load_features(bench, "val")["after"], grids["after"])
 
 
-def test_changed_feature_settings_invalidate_the_grids(bench: Path, counted_backbone: dict[str, int]) -> None:
+def test_changed_feature_settings_invalidate_the_grids(
+    bench: Path, counted_backbone: dict[str, int]
+) -> None:
     from spotdiff_cli.data.cache import load_features
 
     config = AnalysisConfig(work_size=224)
@@ -100,7 +110,9 @@ def test_changed_feature_settings_invalidate_the_grids(bench: Path, counted_back
     assert load_features(bench, "val")["before"].shape == (2, 1280, 5, 5)
 
 
-def test_changed_image_recomputes_only_its_pair(bench: Path, counted_backbone: dict[str, int]) -> None:
+def test_changed_image_recomputes_only_its_pair(
+    bench: Path, counted_backbone: dict[str, int]
+) -> None:
     import os
 
     from spotdiff_cli.data.cache import load_features
@@ -114,14 +126,20 @@ def test_changed_image_recomputes_only_its_pair(bench: Path, counted_backbone: d
     counted_backbone.update(builds=0, forwards=0)
     again = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0")
     assert again.features_computed == 1 and again.features_reused == 1 and again.computed == 1
-    assert any("features val: 1 pair(s) recomputed because their images changed" in n for n in again.notes)
+    assert any(
+        "features val: 1 pair(s) recomputed because their images changed" in n for n in again.notes
+    )
     assert any(n.startswith("analysis val: 1 pair") for n in again.notes)
     assert counted_backbone["forwards"] == 1
     after = load_features(bench, "val")
-    assert after["ids"].tolist() == ["6", "7"] and np.array_equal(after["before"][0], before["before"][0])
+    assert after["ids"].tolist() == ["6", "7"] and np.array_equal(
+        after["before"][0], before["before"][0]
+    )
 
 
-def test_limit_run_keeps_the_grids_of_other_pairs(bench: Path, counted_backbone: dict[str, int]) -> None:
+def test_limit_run_keeps_the_grids_of_other_pairs(
+    bench: Path, counted_backbone: dict[str, int]
+) -> None:
     from spotdiff_cli.data.cache import load_features
 
     config = AnalysisConfig(work_size=224)
@@ -143,7 +161,10 @@ def test_cached_masks_equal_the_analysis_masks(bench: Path) -> None:
     config = AnalysisConfig(work_size=224)
     prepare_dataset(bench, ["train"], config)
     for pair in load_dataset(bench, "train").pairs[:3]:
-        result = analyse_pair(make_pair(Frame(load_image(pair.before), "b"), Frame(load_image(pair.after), "a")), config)
+        result = analyse_pair(
+            make_pair(Frame(load_image(pair.before), "b"), Frame(load_image(pair.after), "a")),
+            config,
+        )
         entry = load_analysis(bench, "train", pair.id)
         cached = cluster_masks(entry)
         assert len(cached) == len(result.clusters)

@@ -75,11 +75,25 @@ def test_clevr_change_gives_change_and_distractor_pairs(tmp_path: Path) -> None:
         _png(tmp_path / "images" / f"CLEVR_default_{n:06d}.png")
         _png(tmp_path / "sc_images" / f"CLEVR_semantic_{n:06d}.png")
         _png(tmp_path / "nsc_images" / f"CLEVR_nonsemantic_{n:06d}.png")
-    (tmp_path / "change_captions.json").write_text(json.dumps({
-        "CLEVR_default_000000.png": ["the red cube is gone", "the red cube has disappeared"],
-        "CLEVR_default_000001.png": ["a blue sphere was added"]}))
-    (tmp_path / "no_change_captions.json").write_text(json.dumps({
-        "CLEVR_default_000000.png": ["no change was made"], "CLEVR_default_000001.png": ["nothing has changed"]}))
+    (tmp_path / "change_captions.json").write_text(
+        json.dumps(
+            {
+                "CLEVR_default_000000.png": [
+                    "the red cube is gone",
+                    "the red cube has disappeared",
+                ],
+                "CLEVR_default_000001.png": ["a blue sphere was added"],
+            }
+        )
+    )
+    (tmp_path / "no_change_captions.json").write_text(
+        json.dumps(
+            {
+                "CLEVR_default_000000.png": ["no change was made"],
+                "CLEVR_default_000001.png": ["nothing has changed"],
+            }
+        )
+    )
     (tmp_path / "splits.json").write_text(json.dumps({"train": [0], "val": [], "test": [1]}))
     (tmp_path / "type_mapping.json").write_text(json.dumps({"CLEVR_default_000000.png": "drop"}))
     assert detect_format(tmp_path) == "clevr-change"
@@ -88,7 +102,9 @@ def test_clevr_change_gives_change_and_distractor_pairs(tmp_path: Path) -> None:
     assert change.change_types == ("drop",) and change.after.name == "CLEVR_semantic_000000.png"
     assert len(change.annotations) == 2
     assert distractor.id == "0_nc" and distractor.distractor == "viewpoint"
-    assert distractor.change_types == ("distractor",) and distractor.sentences == ("no change was made",)
+    assert distractor.change_types == ("distractor",) and distractor.sentences == (
+        "no change was made",
+    )
     with pytest.raises(DataError, match="split 'val' has no pairs"):
         load_dataset(tmp_path, "val")
 
@@ -96,7 +112,18 @@ def test_clevr_change_gives_change_and_distractor_pairs(tmp_path: Path) -> None:
 def test_image_editing_request(tmp_path: Path) -> None:
     _png(tmp_path / "images" / "a.jpg")
     _png(tmp_path / "images" / "b.jpg")
-    (tmp_path / "valid.json").write_text(json.dumps([{"img0": "a.jpg", "img1": "b.jpg", "sents": ["Brighten the sky", "make it brighter"], "uid": 7}]))
+    (tmp_path / "valid.json").write_text(
+        json.dumps(
+            [
+                {
+                    "img0": "a.jpg",
+                    "img1": "b.jpg",
+                    "sents": ["Brighten the sky", "make it brighter"],
+                    "uid": 7,
+                }
+            ]
+        )
+    )
     assert detect_format(tmp_path, "val") == "image-editing-request"
     data = load_dataset(tmp_path, "val")
     pair = data.pairs[0]

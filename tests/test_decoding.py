@@ -73,8 +73,14 @@ def test_max_len_cuts_a_sentence_that_never_ends() -> None:
 
 def test_length_normalisation_changes_the_winner() -> None:
     # Short: "A <eos>" = 0.5 * 1.0. Long: "B C C C <eos>" = 0.5 * 0.9^3 * 1.0 (better per token).
-    table = {(): {A: 0.5, B: 0.5}, (A,): {EOS_ID: 1.0}, (B,): {C: 0.9, EOS_ID: 0.1}, (B, C): {C: 0.9, EOS_ID: 0.1},
-             (B, C, C): {C: 0.9, EOS_ID: 0.1}, (B, C, C, C): {EOS_ID: 1.0}}
+    table = {
+        (): {A: 0.5, B: 0.5},
+        (A,): {EOS_ID: 1.0},
+        (B,): {C: 0.9, EOS_ID: 0.1},
+        (B, C): {C: 0.9, EOS_ID: 0.1},
+        (B, C, C): {C: 0.9, EOS_ID: 0.1},
+        (B, C, C, C): {EOS_ID: 1.0},
+    }
     raw = decode(table_step(table), None, 1, beam=4, alpha=0.0)[0]
     normalised = decode(table_step(table), None, 1, beam=4, alpha=1.0)[0]
     assert raw.tokens == [A]
@@ -106,7 +112,13 @@ def test_beam_reorders_the_state_with_the_beams() -> None:
 
 
 def test_reorder_state_handles_nested_structures() -> None:
-    state = (torch.arange(3), [torch.arange(3) * 10], {"h": torch.arange(3)[:, None]}, "config", None)
+    state = (
+        torch.arange(3),
+        [torch.arange(3) * 10],
+        {"h": torch.arange(3)[:, None]},
+        "config",
+        None,
+    )
     out = reorder_state(state, torch.tensor([2, 2, 0]))
     assert out[0].tolist() == [2, 2, 0] and out[1][0].tolist() == [20, 20, 0]
     assert out[2]["h"][:, 0].tolist() == [2, 2, 0] and out[3] == "config" and out[4] is None

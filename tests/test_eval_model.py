@@ -19,7 +19,9 @@ from spotdiff_cli.cli import app
 from spotdiff_cli.data.synth import synthesize
 from spotdiff_cli.evaluate import java_available
 
-needs_java = pytest.mark.skipif(not java_available(), reason="java not installed (PTB tokenizer, METEOR)")
+needs_java = pytest.mark.skipif(
+    not java_available(), reason="java not installed (PTB tokenizer, METEOR)"
+)
 
 
 @pytest.fixture(scope="module")
@@ -39,8 +41,23 @@ def _run(args: list[str]) -> Any:
 
 def test_eval_grounded_model_writes_table_json_and_markdown(split8: Path, tmp_path: Path) -> None:
     out = tmp_path / "eval"
-    result = _run(["eval", "--model", "grounded", "--dataset", str(split8), "--split", "test",
-                   "--metrics", "BLEU-4,ROUGE-L,CIDEr", "--tokenizer", "python", "--out", str(out)])
+    result = _run(
+        [
+            "eval",
+            "--model",
+            "grounded",
+            "--dataset",
+            str(split8),
+            "--split",
+            "test",
+            "--metrics",
+            "BLEU-4,ROUGE-L,CIDEr",
+            "--tokenizer",
+            "python",
+            "--out",
+            str(out),
+        ]
+    )
     # The table a user reads: both protocols, the 8 pairs, alignment precision, perplexity n/a.
     # (Rich wraps a title at its table's width: compare with whitespace collapsed.)
     shown = " ".join(result.output.split())
@@ -92,16 +109,33 @@ class _CountingGrounded:
         return n * math.log(20.0), n
 
 
-def test_perplexity_reported_for_a_model_with_log_likelihood(split8: Path, tmp_path: Path,
-                                                              monkeypatch: pytest.MonkeyPatch) -> None:
+def test_perplexity_reported_for_a_model_with_log_likelihood(
+    split8: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     from spotdiff_cli.captioners import registry
 
     model = _CountingGrounded()
     monkeypatch.setitem(registry._FACTORIES, "test-ll", lambda **_: model)
-    monkeypatch.setitem(registry._INFO, "test-ll", registry.ModelInfo("test-ll", "test", "", False, False))
+    monkeypatch.setitem(
+        registry._INFO, "test-ll", registry.ModelInfo("test-ll", "test", "", False, False)
+    )
     out = tmp_path / "ll"
-    result = _run(["eval", "--model", "test-ll", "--dataset", str(split8), "--metrics", "BLEU-4",
-                   "--tokenizer", "python", "--no-breakdown", "--out", str(out)])
+    result = _run(
+        [
+            "eval",
+            "--model",
+            "test-ll",
+            "--dataset",
+            str(split8),
+            "--metrics",
+            "BLEU-4",
+            "--tokenizer",
+            "python",
+            "--no-breakdown",
+            "--out",
+            str(out),
+        ]
+    )
     assert "perplexity: 20.000" in " ".join(result.output.split())
     saved = json.loads((out / "results.json").read_text())
     assert saved["perplexity"] == pytest.approx(20.0) and saved["perplexity_note"] is None
@@ -111,8 +145,9 @@ def test_perplexity_reported_for_a_model_with_log_likelihood(split8: Path, tmp_p
 
 @pytest.mark.slow  # two JVM starts for METEOR (paraphrase tables) + PTB: ~10-20 s on 2 busy cores
 @needs_java
-def test_java_metrics_start_java_once_per_metric(split8: Path, tmp_path: Path,
-                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+def test_java_metrics_start_java_once_per_metric(
+    split8: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Both protocols x (all + every breakdown group) with PTB + METEOR: still one tokenizer run
     and one METEOR process, and the scores match scoring each group on its own."""
     starts: list[str] = []
@@ -121,13 +156,28 @@ def test_java_metrics_start_java_once_per_metric(split8: Path, tmp_path: Path,
     def popen(cmd: Any, *a: Any, **k: Any) -> Any:
         # subprocess.run goes through Popen too, so this sees every process started.
         line = " ".join(map(str, cmd))
-        starts.append("ptb" if "PTBTokenizer" in line else "meteor" if "meteor" in line.lower() else line)
+        starts.append(
+            "ptb" if "PTBTokenizer" in line else "meteor" if "meteor" in line.lower() else line
+        )
         return real_popen(cmd, *a, **k)
 
     monkeypatch.setattr(subprocess, "Popen", popen)
     out = tmp_path / "java"
-    _run(["eval", "--model", "grounded", "--dataset", str(split8), "--metrics", "BLEU-4,METEOR,CIDEr",
-          "--tokenizer", "ptb", "--out", str(out)])
+    _run(
+        [
+            "eval",
+            "--model",
+            "grounded",
+            "--dataset",
+            str(split8),
+            "--metrics",
+            "BLEU-4,METEOR,CIDEr",
+            "--tokenizer",
+            "ptb",
+            "--out",
+            str(out),
+        ]
+    )
     monkeypatch.undo()
     assert starts.count("ptb") == 1 and starts.count("meteor") == 1, starts
 
@@ -141,9 +191,15 @@ def test_java_metrics_start_java_once_per_metric(split8: Path, tmp_path: Path,
     data = load_dataset(split8, "test")
     predictions = saved_predictions(out)
     group = next(r for r in groups if r["group"] != "all")
-    members = [p for p in data.pairs if group["group"] in p.change_types
-               or (group["group"] == "changed" and "distractor" not in p.change_types)]
-    alone = single_sentence(members, predictions, ("BLEU-4", "METEOR", "CIDEr"), "ptb", group["group"])
+    members = [
+        p
+        for p in data.pairs
+        if group["group"] in p.change_types
+        or (group["group"] == "changed" and "distractor" not in p.change_types)
+    ]
+    alone = single_sentence(
+        members, predictions, ("BLEU-4", "METEOR", "CIDEr"), "ptb", group["group"]
+    )
     assert alone.scores == pytest.approx(group["scores"], abs=1e-9)
 
 

@@ -15,7 +15,12 @@ from spotdiff_cli.captioners.checkpoint import load_checkpoint, read_checkpoint,
 from spotdiff_cli.captioners.registry import create_captioner
 from spotdiff_cli.captioners.vocab import Vocabulary
 from spotdiff_cli.errors import UsageError
-from spotdiff_cli.train.batches import backbone_grids, get_backbone, load_training_data, training_sentences
+from spotdiff_cli.train.batches import (
+    backbone_grids,
+    get_backbone,
+    load_training_data,
+    training_sentences,
+)
 from spotdiff_cli.train.loop import LossForward, train
 from spotdiff_cli.train.recipes import TrainConfig, load_recipe
 
@@ -29,7 +34,9 @@ def bench(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     root = tmp_path_factory.mktemp("finetune") / "bench"
     synthesize(root, pairs=12, seed=0, size=64, annotators=1)
-    prepare_dataset(root, ["train", "val"], device="cpu")  # cluster analysis only: fine-tuning needs no grids
+    prepare_dataset(
+        root, ["train", "val"], device="cpu"
+    )  # cluster analysis only: fine-tuning needs no grids
     return root
 
 
@@ -52,7 +59,11 @@ def _analysis(bench: Path):  # type: ignore[no-untyped-def]
     from spotdiff_cli.types import Frame, Pair
 
     pair = load_dataset(bench, "val").pairs[0]
-    return analyse_pair(Pair(Frame(load_image(pair.before), "before.png"), Frame(load_image(pair.after), "after.png")))
+    return analyse_pair(
+        Pair(
+            Frame(load_image(pair.before), "before.png"), Frame(load_image(pair.after), "after.png")
+        )
+    )
 
 
 def _describe_uses(model, module, info, bench: Path) -> None:  # type: ignore[no-untyped-def]
@@ -75,24 +86,43 @@ def test_finetune_a_fixed_batch_then_save_load_describe(bench: Path, tmp_path: P
     data = load_training_data(bench, "train", vocab, backbone=BACKBONE, images=info)
     assert data.feature_shape == (info.channels, *info.grid)
     batch = data.batch(data.examples[:2])
-    assert "before_images" in batch and "before" not in batch and batch["before_images"].dtype == torch.uint8
-    model = create_captioner("capt", weights=None, vocab=vocab, channels=info.channels, grid=list(info.grid),
-                             backbone=BACKBONE, tiny=True, dropout=0.0)
+    assert (
+        "before_images" in batch
+        and "before" not in batch
+        and batch["before_images"].dtype == torch.uint8
+    )
+    model = create_captioner(
+        "capt",
+        weights=None,
+        vocab=vocab,
+        channels=info.channels,
+        grid=list(info.grid),
+        backbone=BACKBONE,
+        tiny=True,
+        dropout=0.0,
+    )
     step = LossForward(model, (module.eval(), info))
-    optimizer = torch.optim.Adam([{"params": model.parameters()}, {"params": module.parameters(), "lr": 1e-4}], lr=3e-3)
+    optimizer = torch.optim.Adam(
+        [{"params": model.parameters()}, {"params": module.parameters(), "lr": 1e-4}], lr=3e-3
+    )
     before = _state(module)
     losses = []
     for _ in range(4):
         loss = step(batch)["loss"]
         loss.backward()
-        assert module.conv_stem.weight.grad is not None and module.conv_stem.weight.grad.abs().sum() > 0
+        assert (
+            module.conv_stem.weight.grad is not None
+            and module.conv_stem.weight.grad.abs().sum() > 0
+        )
         optimizer.step()
         optimizer.zero_grad()
         losses.append(float(loss.detach()))
     print("fixed-batch loss", [round(x, 4) for x in losses])
     assert losses[-1] < losses[0]
     after = _state(module)
-    assert any(not torch.equal(before[k], after[k]) for k in before if before[k].is_floating_point())
+    assert any(
+        not torch.equal(before[k], after[k]) for k in before if before[k].is_floating_point()
+    )
 
     # save -> load (weights_only=True) -> describe: the checkpoint carries the fine-tuned backbone
     model.finetuned_backbone = (module, info)
@@ -113,18 +143,34 @@ def test_finetune_a_fixed_batch_then_save_load_describe(bench: Path, tmp_path: P
 
 
 def test_train_finetunes_and_checkpoints_the_backbone(bench: Path, tmp_path: Path) -> None:
-    config = TrainConfig(model="capt", data=str(bench), finetune_backbone=True, epochs=1, batch_size=8,
-                         min_count=1, lr=3e-3, patience=0, val_tokenizer="python", device="cpu",
-                         model_config={"tiny": True})
+    config = TrainConfig(
+        model="capt",
+        data=str(bench),
+        finetune_backbone=True,
+        epochs=1,
+        batch_size=8,
+        min_count=1,
+        lr=3e-3,
+        patience=0,
+        val_tokenizer="python",
+        device="cpu",
+        model_config={"tiny": True},
+    )
     result = train(config, tmp_path / "run")
     assert result.steps > 0 and result.best_path is not None
 
     last = read_checkpoint(result.last_path)
     trained = last["backbone_state_dict"]
     # the backbone lr is a tenth of the captioner's and follows it
-    assert [g["lr"] for g in last["extra"]["optimizer"]["param_groups"]] == pytest.approx([3e-3, 3e-4])
+    assert [g["lr"] for g in last["extra"]["optimizer"]["param_groups"]] == pytest.approx(
+        [3e-3, 3e-4]
+    )
     pretrained = create_backbone(BACKBONE)[0].state_dict()
-    assert any(not torch.equal(trained[k], pretrained[k]) for k in trained if trained[k].is_floating_point())
+    assert any(
+        not torch.equal(trained[k], pretrained[k])
+        for k in trained
+        if trained[k].is_floating_point()
+    )
 
     model, meta = load_checkpoint(result.best_path)
     assert "backbone_state_dict" not in meta

@@ -76,11 +76,15 @@ def test_all_frames_in_order_with_presentation_times(clip: Path, backend: str) -
         frames = list(src)
     assert len(frames) == N_FRAMES
     assert [f.index for f in frames] == list(range(N_FRAMES))
-    assert [f.timestamp for f in frames] == pytest.approx([i / FPS for i in range(N_FRAMES)], abs=1e-3)
+    assert [f.timestamp for f in frames] == pytest.approx(
+        [i / FPS for i in range(N_FRAMES)], abs=1e-3
+    )
     first = frames[0]
     assert first.pixels.shape == (H, W, 3) and first.pixels.dtype == np.uint8
     assert first.source == str(clip)
-    assert [_square_x(f.pixels) for f in frames[::10]] == list(range(0, N_FRAMES, 10))  # RGB, right frame
+    assert [_square_x(f.pixels) for f in frames[::10]] == list(
+        range(0, N_FRAMES, 10)
+    )  # RGB, right frame
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
@@ -99,7 +103,9 @@ def test_all_frames_in_order_with_presentation_times(clip: Path, backend: str) -
         ("1s", "20f", "50f", [20, 30, 40]),  # positions as frame counts
     ],
 )
-def test_sampling_picks_the_right_frames(clip: Path, backend: str, every, start, end, expected) -> None:
+def test_sampling_picks_the_right_frames(
+    clip: Path, backend: str, every, start, end, expected
+) -> None:
     with open_source(clip, backend=backend) as src:
         frames = list(sample(src, every, start, end))
     assert [f.index for f in frames] == expected
@@ -118,7 +124,9 @@ def test_resume_from_start_continues_without_gaps_or_repeats(clip: Path, backend
 
 
 @pytest.mark.parametrize("backend", BACKENDS)
-def test_sparse_sampling_seeks_instead_of_decoding_everything(long_clip: Path, backend: str) -> None:
+def test_sparse_sampling_seeks_instead_of_decoding_everything(
+    long_clip: Path, backend: str
+) -> None:
     with open_source(long_clip, backend=backend) as src:
         frames = list(src.sample("10s"))
         stats = src.stats
@@ -218,7 +226,12 @@ def test_folder_natural_sort(folder: Path) -> None:
 
 def test_natural_key_orders_numbers_by_value() -> None:
     names = ["frame_10.jpg", "frame_9.jpg", "Frame_100.jpg", "frame_1.jpg"]
-    assert sorted(names, key=natural_key) == ["frame_1.jpg", "frame_9.jpg", "frame_10.jpg", "Frame_100.jpg"]
+    assert sorted(names, key=natural_key) == [
+        "frame_1.jpg",
+        "frame_9.jpg",
+        "frame_10.jpg",
+        "Frame_100.jpg",
+    ]
 
 
 def test_folder_time_sort_uses_mtime_without_exif(folder: Path) -> None:

@@ -37,7 +37,9 @@ def test_moved_object_is_one_move_not_two_events(scene):
     after = draw_box(scene, 240, 180, 40, 30, (230, 200, 20))
     report = describe(before, after)
     assert kinds(report) == ["moved"]
-    assert report.sentences[0].text == "the yellow object in the upper left moved to the lower right"
+    assert (
+        report.sentences[0].text == "the yellow object in the upper left moved to the lower right"
+    )
     assert sorted(report.sentences[0].cluster_ids) == [0, 1]
 
 

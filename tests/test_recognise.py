@@ -35,10 +35,14 @@ def _frame(clip: str, index: int) -> np.ndarray:
 
 
 # Boxes measured by differencing against the clip's median background (how the pipeline finds them).
-PERSON = ("intel_one-by-one-person-detection.mp4", 300, (379, 1, 167, 386))  # woman walking to the table
-CAR = ("intel_car-detection.mp4", 200, (101, 0, 164, 295))                   # silver car seen from above
+PERSON = (
+    "intel_one-by-one-person-detection.mp4",
+    300,
+    (379, 1, 167, 386),
+)  # woman walking to the table
+CAR = ("intel_car-detection.mp4", 200, (101, 0, 164, 295))  # silver car seen from above
 GIF_CAR = ("intel_person-bicycle-car-detection.gif", 0, (49, 150, 125, 120))  # car leaving its bay
-BICYCLE = ("intel_person-bicycle-car-detection.gif", 20, (338, 2, 32, 41))    # cyclist, 32x41 px
+BICYCLE = ("intel_person-bicycle-car-detection.gif", 20, (338, 2, 32, 41))  # cyclist, 32x41 px
 
 
 def test_a_person_is_a_person():
@@ -150,10 +154,18 @@ def test_imagenet_groups_match_timm_class_names():
 
 
 def test_one_batched_forward_names_every_region_as_single_calls_do():
-    regions = [(_frame(clip, index), box, None) for clip, index, box in (PERSON, CAR, GIF_CAR, BICYCLE)]
-    regions.append((regions[0][0], (0, 0, 3, 3), None))  # too small: None, without breaking the batch
+    regions = [
+        (_frame(clip, index), box, None) for clip, index, box in (PERSON, CAR, GIF_CAR, BICYCLE)
+    ]
+    regions.append(
+        (regions[0][0], (0, 0, 3, 3), None)
+    )  # too small: None, without breaking the batch
     batched = R.recognise_many(regions)
     single = [R.recognise(image, box, mask) for image, box, mask in regions]
-    assert [r and r.noun for r in batched] == [r and r.noun for r in single] == ["person", "car", batched[2].noun, "bicycle", None]
+    assert (
+        [r and r.noun for r in batched]
+        == [r and r.noun for r in single]
+        == ["person", "car", batched[2].noun, "bicycle", None]
+    )
     for a, b in zip(batched[:4], single[:4]):
         assert a.source == b.source and a.confidence == pytest.approx(b.confidence, abs=1e-4)

@@ -23,22 +23,34 @@ def test_listing_models_imports_no_torch() -> None:
         "missing = [n for n in available_models() if n not in r.output]; assert not missing, missing;"
         "print('torch' in sys.modules, 'timm' in sys.modules)"
     )
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
+    )
     assert out.stdout.strip() == "False False"
 
 
 @pytest.mark.parametrize("module", registry.FAMILY_MODULES)
 def test_every_family_registers_its_own_names(module: str) -> None:
     importlib.import_module(module)
-    mine = [n for n in registry.available_models() if registry._FACTORIES[n].__module__.startswith(module)]
+    mine = [
+        n
+        for n in registry.available_models()
+        if registry._FACTORIES[n].__module__.startswith(module)
+    ]
     assert mine, f"{module} registers no model"
     assert all(registry.model_info(n).summary for n in mine)
 
 
 def test_every_model_comes_from_a_listed_family() -> None:
-    listed = [n for n in registry.available_models() if registry._FACTORIES[n].__module__.startswith("spotdiff_cli.")]
+    listed = [
+        n
+        for n in registry.available_models()
+        if registry._FACTORIES[n].__module__.startswith("spotdiff_cli.")
+    ]
     assert {"grounded", "ddla", "nn"} <= set(listed)
-    assert all(registry._FACTORIES[n].__module__.startswith(registry.FAMILY_MODULES) for n in listed)
+    assert all(
+        registry._FACTORIES[n].__module__.startswith(registry.FAMILY_MODULES) for n in listed
+    )
 
 
 def test_an_unknown_name_lists_the_models_and_suggests_one() -> None:

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 import torch
+from conftest import draw_box, textured_background
 
 from spotdiff_cli.captioners.checkpoint import load_checkpoint, save_checkpoint
 from spotdiff_cli.captioners.registry import available_models, create_captioner, model_info
 from spotdiff_cli.captioners.spot_the_diff import MODEL_CLASSES, default_config
 from spotdiff_cli.captioners.spot_the_diff.ddla import ClusterView
 from spotdiff_cli.captioners.vocab import PAD_ID, SEP_ID, Vocabulary
-
-from conftest import draw_box, textured_background
 
 NAMES = [name for name in available_models() if model_info(name).family == "spot-the-diff"]
 C, H, W, T = 16, 4, 4, 8
@@ -46,7 +45,11 @@ def make_batch(vocab: Vocabulary, seed: int = 0) -> dict:
     b, k, s = 3, 3, 2
     masks = torch.zeros(b, k, H, W)
     valid = torch.zeros(b, k, dtype=torch.bool)
-    layout = [[block(0, 0, 2, 2), block(2, 2, 4, 4), block(0, 2, 1, 4)], [block(0, 0, 4, 1), block(1, 2, 3, 4)], [block(1, 1, 3, 3)]]
+    layout = [
+        [block(0, 0, 2, 2), block(2, 2, 4, 4), block(0, 2, 1, 4)],
+        [block(0, 0, 4, 1), block(1, 2, 3, 4)],
+        [block(1, 1, 3, 3)],
+    ]
     for i, blocks in enumerate(layout):
         for j, m in enumerate(blocks):
             masks[i, j] = m
@@ -80,7 +83,9 @@ def make_batch(vocab: Vocabulary, seed: int = 0) -> dict:
 
 def build(name: str, vocab: Vocabulary, **overrides):
     torch.manual_seed(0)
-    return create_captioner(name, device="cpu", vocab=vocab, channels=C, grid=(H, W), tiny=True, **overrides)
+    return create_captioner(
+        name, device="cpu", vocab=vocab, channels=C, grid=(H, W), tiny=True, **overrides
+    )
 
 
 def in_vocab(sentences: list[list[str]], vocab: Vocabulary) -> bool:
@@ -108,7 +113,11 @@ def test_every_model_builds_learns_saves_and_decodes(name: str, tmp_path: Path) 
         model.eval()
         before = model.loss(batch)
         # Targets: every token after <bos> (the words and <eos>), of each sentence or each description.
-        targets = [vocab.encode_many(p) for p in SENTENCES] if name == "capt-multi" else [vocab.encode(s) for p in SENTENCES for s in p]
+        targets = (
+            [vocab.encode_many(p) for p in SENTENCES]
+            if name == "capt-multi"
+            else [vocab.encode(s) for p in SENTENCES for s in p]
+        )
         assert before["n_tokens"] == sum(len(ids) - 1 for ids in targets)
         assert torch.isfinite(before["loss"]) and before["nll"] > 0
         optimiser = torch.optim.Adam(model.parameters(), lr=1e-2)
@@ -128,7 +137,9 @@ def test_every_model_builds_learns_saves_and_decodes(name: str, tmp_path: Path) 
     loaded, meta = load_checkpoint(path)
     assert type(loaded) is type(model) and meta["model"] == name and loaded.config == model.config
     for beam in (1, 3):
-        assert loaded.generate(batch, 2, beam=beam, max_len=T) == model.generate(batch, 2, beam=beam, max_len=T)
+        assert loaded.generate(batch, 2, beam=beam, max_len=T) == model.generate(
+            batch, 2, beam=beam, max_len=T
+        )
     if not name.startswith("nn"):
         model.eval()
         assert torch.allclose(loaded.loss(batch)["loss"], model.loss(batch)["loss"])
@@ -137,7 +148,14 @@ def test_every_model_builds_learns_saves_and_decodes(name: str, tmp_path: Path) 
 def test_default_config_keys_and_overrides() -> None:
     cfg = default_config("ddla", 1280, (7, 7))
     assert cfg["grid"] == [7, 7] and cfg["channels"] == 1280 and cfg["hidden_size"] == 512
-    assert {"max_count", "count_weight", "nms_iou", "attention_size", "embed_size", "dropout"} <= set(cfg)
+    assert {
+        "max_count",
+        "count_weight",
+        "nms_iou",
+        "attention_size",
+        "embed_size",
+        "dropout",
+    } <= set(cfg)
     assert "hidden_size" not in default_config("nn", 16, (4, 4))
     model = build("capt", make_vocab(), hidden_size=24)
     assert model.config["hidden_size"] == 24
@@ -170,7 +188,9 @@ def test_ddla_loss_is_the_marginal_over_clusters() -> None:
                 ids = [i for i in batch["tokens"][b, s].tolist() if i != PAD_ID]
                 per_cluster = []
                 for k in ks:
-                    state = model.start_rows(feats, pooled, clusters, torch.tensor([b]), torch.tensor([k]))
+                    state = model.start_rows(
+                        feats, pooled, clusters, torch.tensor([b]), torch.tensor([k])
+                    )
                     ll = 0.0
                     for t in range(len(ids) - 1):
                         log_probs, state = model.decoder.step(torch.tensor([ids[t]]), state)
@@ -191,7 +211,9 @@ def test_ddla_uniform_prior_and_padded_clusters() -> None:
     learned = build("ddla", vocab)
     with torch.no_grad():
         learned.prior.weight.normal_()
-    batch["cluster_feats"][~batch["cluster_valid"]] = 50.0  # padding that would dominate if it counted
+    batch["cluster_feats"][~batch["cluster_valid"]] = (
+        50.0  # padding that would dominate if it counted
+    )
     prior = learned.log_prior(ClusterView(batch)).exp()
     assert (prior[~batch["cluster_valid"]] == 0).all()
     assert torch.allclose(prior.sum(1), torch.ones(3))
@@ -199,20 +221,26 @@ def test_ddla_uniform_prior_and_padded_clusters() -> None:
     aligned = learned.align(batch)
     assert aligned.shape == (3, 2) and aligned.dtype == torch.int64
     assert aligned[2, 1] == -1 and aligned[2, 0] == 0  # pair 2: one sentence, one cluster
-    assert all(batch["cluster_valid"][b, k] for b in range(3) for k in aligned[b].tolist() if k >= 0)
+    assert all(
+        batch["cluster_valid"][b, k] for b in range(3) for k in aligned[b].tolist() if k >= 0
+    )
 
 
 def test_multi_sentence_decoding_skips_overlapping_clusters() -> None:
     vocab = make_vocab()
     batch = make_batch(vocab)
     # Pair 0: clusters 0 and 1 cover almost the same cells, cluster 2 is elsewhere.
-    batch["cluster_masks"][0] = torch.stack([block(0, 0, 3, 3), block(0, 0, 3, 2), block(3, 3, 4, 4)])
+    batch["cluster_masks"][0] = torch.stack(
+        [block(0, 0, 3, 3), block(0, 0, 3, 2), block(3, 3, 4, 4)]
+    )
     batch["cluster_feats"][0] = torch.tensor([[0, 0, 3.0, 0], [0, 0, 2.0, 0], [0, 0, 1.0, 0]])
     for name in ("ddla", "ddla-uniform"):
         model = build(name, vocab)
         if model.prior is not None:
             with torch.no_grad():
-                model.prior.weight.copy_(torch.tensor([[0.0, 0.0, 1.0, 0.0]]))  # prior order 0 > 1 > 2
+                model.prior.weight.copy_(
+                    torch.tensor([[0.0, 0.0, 1.0, 0.0]])
+                )  # prior order 0 > 1 > 2
         chosen = model.select_clusters(batch, max_sentences=3, num_sentences=[2, 2, 1])
         assert chosen[0] == [0, 2], name
         assert chosen[2] == [0]
@@ -245,7 +273,10 @@ def test_ddla_describes_chosen_clusters_and_handles_pairs_without_clusters() -> 
 def test_capt_multi_splits_the_description_at_sep() -> None:
     vocab = make_vocab()
     model = build("capt-multi", vocab)
-    assert vocab.decode_sentences([1, 10, 11, SEP_ID, 12, 2]) == [vocab.words[10] + " " + vocab.words[11], vocab.words[12]]
+    assert vocab.decode_sentences([1, 10, 11, SEP_ID, 12, 2]) == [
+        vocab.words[10] + " " + vocab.words[11],
+        vocab.words[12],
+    ]
     out = model.generate(make_batch(vocab), max_sentences=1)
     assert all(len(p) <= 1 for p in out)
 
@@ -259,7 +290,9 @@ def test_describe_an_analysed_pair_with_the_embedded_backbone(name: str) -> None
     from spotdiff_cli.types import Frame, Pair
 
     scene = textured_background()
-    after = draw_box(draw_box(scene, 40, 60, 50, 40, (200, 30, 30)), 220, 150, 40, 60, (30, 30, 220))
+    after = draw_box(
+        draw_box(scene, 40, 60, 50, 40, (200, 30, 30)), 220, 150, 40, 60, (30, 30, 220)
+    )
     analysis = analyse_pair(Pair(Frame(scene, "before.png"), Frame(after, "after.png")))
     assert len(analysis.clusters) >= 2
     model = create_captioner(name, vocab=make_vocab(), channels=1280, grid=(7, 7), tiny=True)
@@ -286,7 +319,11 @@ def toy_alignment_batch(vocab: Vocabulary, n: int, g: torch.Generator) -> dict:
     masks, feats = torch.zeros(n, 3, H, W), torch.zeros(n, 3, 4)
     tokens, gold = torch.full((n, 2, T), PAD_ID), torch.zeros(n, 2, dtype=torch.long)
     for i in range(n):
-        quads, colours, areas = torch.randperm(4, generator=g)[:3], torch.randint(0, 4, (3,), generator=g), torch.rand(3, generator=g)
+        quads, colours, areas = (
+            torch.randperm(4, generator=g)[:3],
+            torch.randint(0, 4, (3,), generator=g),
+            torch.rand(3, generator=g),
+        )
         for k in range(3):
             y, x = quadrants[int(quads[k])]
             masks[i, k, y : y + 2, x : x + 2] = 1
@@ -297,9 +334,17 @@ def toy_alignment_batch(vocab: Vocabulary, n: int, g: torch.Generator) -> dict:
             ids = vocab.encode(f"the {COLOURS[colours[k]]} car is gone")
             tokens[i, s, : len(ids)] = torch.tensor(ids)
             gold[i, s] = k
-    return {"before": before, "after": after, "cluster_masks": masks, "cluster_valid": torch.ones(n, 3, dtype=torch.bool),
-            "cluster_feats": feats, "tokens": tokens, "sentence_valid": torch.ones(n, 2, dtype=torch.bool),
-            "multi_tokens": tokens[:, 0], "gold_alignment": gold}
+    return {
+        "before": before,
+        "after": after,
+        "cluster_masks": masks,
+        "cluster_valid": torch.ones(n, 3, dtype=torch.bool),
+        "cluster_feats": feats,
+        "tokens": tokens,
+        "sentence_valid": torch.ones(n, 2, dtype=torch.bool),
+        "multi_tokens": tokens[:, 0],
+        "gold_alignment": gold,
+    }
 
 
 @pytest.mark.slow
@@ -318,7 +363,9 @@ def test_ddla_learns_alignments_and_a_salience_prior() -> None:
         optimiser.step()
     test = toy_alignment_batch(vocab, 200, torch.Generator().manual_seed(2))
     accuracy = float((model.align(test) == test["gold_alignment"]).float().mean())
-    assert accuracy > 0.75, accuracy  # ~0.88: the misses are pairs where two clusters share a colour
+    assert accuracy > 0.75, (
+        accuracy
+    )  # ~0.88: the misses are pairs where two clusters share a colour
     assert float(model.prior.weight.detach()[0, 2]) > 0  # larger boxes are more salient here
     chosen = model.select_clusters(test, max_sentences=2, num_sentences=[2] * 200)
     described = [set(test["gold_alignment"][i].tolist()) for i in range(200)]
@@ -331,7 +378,9 @@ def test_log_likelihood_of_a_reference_for_perplexity() -> None:
     from spotdiff_cli.types import Frame, Pair
 
     scene = textured_background()
-    analysis = analyse_pair(Pair(Frame(scene, "b.png"), Frame(draw_box(scene, 40, 60, 50, 40, (200, 30, 30)), "a.png")))
+    analysis = analyse_pair(
+        Pair(Frame(scene, "b.png"), Frame(draw_box(scene, 40, 60, 50, 40, (200, 30, 30)), "a.png"))
+    )
     for name in ("ddla", "capt-multi"):
         model = create_captioner(name, vocab=make_vocab(), channels=1280, grid=(7, 7), tiny=True)
         nll, n_tokens = model.log_likelihood(analysis, "The red car is gone.")

@@ -16,12 +16,22 @@ PACKAGE = Path(__file__).resolve().parents[1] / "spotdiff_cli"
 # one import allowed to run from cli/__init__ into its own command modules).
 LAYERS = {
     "errors": 0,
-    "types": 1, "config": 1, "geometry": 1, "device": 1, "weights": 1, "atomic": 1, "frames": 1, "__init__": 1,
+    "types": 1,
+    "config": 1,
+    "geometry": 1,
+    "device": 1,
+    "weights": 1,
+    "atomic": 1,
+    "frames": 1,
+    "__init__": 1,
     "analysis": 2,
     "captioners": 3,
-    "describer": 4, "data": 4,
-    "timeline": 5, "evaluate": 5,
-    "train": 6, "report": 6,
+    "describer": 4,
+    "data": 4,
+    "timeline": 5,
+    "evaluate": 5,
+    "train": 6,
+    "report": 6,
     "api": 7,
     "cli": 8,
 }
@@ -56,11 +66,19 @@ def _imports(modules: dict[str, Path]) -> dict[str, set[str]]:
                     base = ".".join(anchor + ([node.module] if node.module else []))
                 else:
                     base = node.module or ""
-                targets = [f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base for alias in node.names]
+                targets = [
+                    f"{base}.{alias.name}" if f"{base}.{alias.name}" in modules else base
+                    for alias in node.names
+                ]
             elif isinstance(node, ast.Import):
                 targets = [alias.name for alias in node.names]
-            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "import_module"
-                  and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+            elif (
+                isinstance(node, ast.Call)
+                and getattr(node.func, "attr", "") == "import_module"
+                and node.args
+                and isinstance(node.args[0], ast.Constant)
+                and isinstance(node.args[0].value, str)
+            ):
                 targets = [node.args[0].value]
             for target in targets:
                 resolved = deepest(target) if target.startswith("spotdiff_cli") else None

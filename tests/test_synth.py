@@ -179,11 +179,19 @@ def test_cut_sprites_from_a_real_clip_and_composite_them(tmp_path: Path) -> None
     assert load_sprites(tmp_path / "cut")[0].camera == "room"
 
     # Composites: the sprite goes into its own scene at its real scale, feet on the floor.
-    synthesize(tmp_path / "bench", pairs=6, seed=0, sprites=tmp_path / "cut", backgrounds=background.parent,
-               distractor_rate=0.0, train=1.0, val=0.0)
+    synthesize(
+        tmp_path / "bench",
+        pairs=6,
+        seed=0,
+        sprites=tmp_path / "cut",
+        backgrounds=background.parent,
+        distractor_rate=0.0,
+        train=1.0,
+        val=0.0,
+    )
     gold = json.loads((tmp_path / "bench" / "annotations" / "train_gold.json").read_text())
     boxes = [c["bbox_after"] or c["bbox_before"] for g in gold for c in g["changes"]]
     assert boxes, "no change could be placed"
-    for x, y, bw, bh in boxes:
+    for _x, y, _bw, bh in boxes:
         assert bh > 0.4 * 224  # a person in that room is most of the frame tall, not a 20 px figure
         assert y + bh > 0.6 * 224  # standing on the floor, not on the wall

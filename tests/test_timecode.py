@@ -33,7 +33,9 @@ def test_times_in_every_form(text: str, seconds: float) -> None:
     assert spec.seconds == pytest.approx(seconds)
 
 
-@pytest.mark.parametrize("text, frames", [("25f", 25), ("1 frame", 1), ("300 frames", 300), ("0f", 0)])
+@pytest.mark.parametrize(
+    "text, frames", [("25f", 25), ("1 frame", 1), ("300 frames", 300), ("0f", 0)]
+)
 def test_frame_counts(text: str, frames: int) -> None:
     spec = parse_time(text)
     assert spec == TimeSpec(frames=frames)
@@ -49,7 +51,21 @@ def test_numbers_pass_through_for_the_python_api() -> None:
 
 @pytest.mark.parametrize(
     "bad",
-    ["", "abc", "30x", "1.5f", "-5s", "1:2:3:4", "00:75:00", "00:00:61", "s", "1..5s", "nan", "--every", "1e3s"],
+    [
+        "",
+        "abc",
+        "30x",
+        "1.5f",
+        "-5s",
+        "1:2:3:4",
+        "00:75:00",
+        "00:00:61",
+        "s",
+        "1..5s",
+        "nan",
+        "--every",
+        "1e3s",
+    ],
 )
 def test_bad_syntax_is_a_usage_error_with_an_example(bad: str) -> None:
     with pytest.raises(UsageError) as info:

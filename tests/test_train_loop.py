@@ -57,19 +57,32 @@ class TinyCaptioner(Captioner, nn.Module):
         for i in range(t - 1):
             log_probs, h = self._step(flat[:, : i + 1], h)
             target = flat[:, i + 1]
-            nll = nll + torch.where(target != PAD_ID, -log_probs.gather(1, target[:, None])[:, 0], torch.zeros(()))
+            nll = nll + torch.where(
+                target != PAD_ID, -log_probs.gather(1, target[:, None])[:, 0], torch.zeros(())
+            )
         nll = (nll.view(b, s) * valid).sum(dim=1)
         n_tokens = int(((tokens[:, :, 1:] != PAD_ID) & valid[:, :, None]).sum())
         return {"loss": nll.mean(), "nll": nll.sum().detach(), "n_tokens": n_tokens}
 
-    def generate(self, batch: dict[str, Any], max_sentences: int = 1, beam: int = 1, max_len: int = 25) -> list[list[str]]:
-        hyps = decode(self._step, self._h0(batch), batch["before"].shape[0], beam=beam, max_len=max_len)
+    def generate(
+        self, batch: dict[str, Any], max_sentences: int = 1, beam: int = 1, max_len: int = 25
+    ) -> list[list[str]]:
+        hyps = decode(
+            self._step, self._h0(batch), batch["before"].shape[0], beam=beam, max_len=max_len
+        )
         return [[self.vocab.decode(h.tokens)] for h in hyps]
 
 
-@registry.register_captioner(TINY, family="test", summary="tiny contract model for tests", trainable=True)
-def _tiny_factory(weights: str | None = None, device: str = "cpu", config: dict | None = None,
-                  vocab: Vocabulary | None = None, **overrides: Any) -> TinyCaptioner:
+@registry.register_captioner(
+    TINY, family="test", summary="tiny contract model for tests", trainable=True
+)
+def _tiny_factory(
+    weights: str | None = None,
+    device: str = "cpu",
+    config: dict | None = None,
+    vocab: Vocabulary | None = None,
+    **overrides: Any,
+) -> TinyCaptioner:
     """The registry convention of the real models: weights= a checkpoint, or config= a resolved
     config, or the feature shape (channels=, grid=) plus overrides."""
     if weights is not None:
@@ -111,8 +124,19 @@ def tiny_config(bench: Path, **overrides: Any):
     from spotdiff_cli.train.recipes import load_recipe
 
     use_tiny_model()
-    values = dict(model=TINY, data=str(bench), epochs=3, batch_size=8, min_count=1, lr=0.01, log_every=4,
-                  val_tokenizer="python", patience=0, device="cpu", model_config={"hidden": 32})
+    values = dict(
+        model=TINY,
+        data=str(bench),
+        epochs=3,
+        batch_size=8,
+        min_count=1,
+        lr=0.01,
+        log_every=4,
+        val_tokenizer="python",
+        patience=0,
+        device="cpu",
+        model_config={"hidden": 32},
+    )
     values.update(overrides)
     return load_recipe(None, **values)
 
@@ -132,7 +156,10 @@ def test_project_masks_puts_a_cluster_in_its_grid_cell() -> None:
     masks[0, 180:220, 0:40] = True  # bottom-left corner
     out = project_masks(masks, (7, 7))
     assert out.shape == (2, 7, 7) and out.dtype == np.float32
-    assert out[0].max() == pytest.approx(1.0) and np.unravel_index(out[0].argmax(), (7, 7)) == (6, 0)
+    assert out[0].max() == pytest.approx(1.0) and np.unravel_index(out[0].argmax(), (7, 7)) == (
+        6,
+        0,
+    )
     assert out[0, 0, 6] < 0.01  # the opposite corner stays empty
     assert not out[1].any()  # an empty (padded) cluster stays all-zero
     assert project_masks(np.zeros((0, 64, 64), bool), (7, 7)).shape == (0, 7, 7)
@@ -147,17 +174,27 @@ def test_batches_follow_the_contract(tiny_bench: Path) -> None:
     batch = data.batch(data.examples[:8])
     b, k = batch["cluster_valid"].shape
     c, h, w = data.feature_shape
-    assert batch["before"].shape == batch["after"].shape == (8, c, h, w) and batch["before"].dtype == torch.float32
-    assert batch["cluster_masks"].shape == (8, k, h, w) and float(batch["cluster_masks"].max()) <= 1.0
+    assert (
+        batch["before"].shape == batch["after"].shape == (8, c, h, w)
+        and batch["before"].dtype == torch.float32
+    )
+    assert (
+        batch["cluster_masks"].shape == (8, k, h, w) and float(batch["cluster_masks"].max()) <= 1.0
+    )
     assert batch["cluster_feats"].shape == (8, k, 4)
     # padded clusters are all-zero
     assert float(batch["cluster_masks"][~batch["cluster_valid"]].abs().sum()) == 0.0
     s = batch["sentence_valid"].shape[1]
     assert batch["tokens"].shape[:2] == (8, s) and batch["gold_alignment"].shape == (8, s)
-    assert (batch["tokens"][batch["sentence_valid"]][:, 0] == 1).all()  # every real sentence starts with <bos>
+    assert (
+        batch["tokens"][batch["sentence_valid"]][:, 0] == 1
+    ).all()  # every real sentence starts with <bos>
     assert (batch["gold_alignment"][~batch["sentence_valid"]] == -1).all()
     assert (batch["gold_alignment"] < k).all()
-    assert batch["multi_tokens"].shape[0] == 8 and len(batch["pair_ids"]) == len(batch["references"]) == 8
+    assert (
+        batch["multi_tokens"].shape[0] == 8
+        and len(batch["pair_ids"]) == len(batch["references"]) == 8
+    )
     # The synthetic benchmark knows which cluster each sentence is about: most get one.
     all_gold = torch.cat([data.batch([e]).get("gold_alignment").flatten() for e in data.examples])
     assert (all_gold >= 0).float().mean() > 0.5
@@ -182,7 +219,9 @@ def test_batch_from_analysis_makes_a_one_pair_batch(write_png) -> None:
     # The cluster's projected mask peaks in the bottom-right of the grid, where the box is.
     peak = np.unravel_index(int(batch["cluster_masks"][0, 0].argmax()), (7, 7))
     assert peak[0] >= 4 and peak[1] >= 4
-    assert batch["cluster_ids"] == [[c.id for c in sorted(analysis.clusters, key=lambda c: -c.salience)]]
+    assert batch["cluster_ids"] == [
+        [c.id for c in sorted(analysis.clusters, key=lambda c: -c.salience)]
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -195,14 +234,26 @@ def test_training_learns_and_writes_loadable_checkpoints(tiny_bench: Path, tmp_p
 
     lines: list[str] = []
     events: list[tuple[str, int, int]] = []
-    result = train(tiny_config(tiny_bench, epochs=2), tmp_path / "run", log=lines.append,
-                   progress=lambda *e: events.append(e))
+    result = train(
+        tiny_config(tiny_bench, epochs=2),
+        tmp_path / "run",
+        log=lines.append,
+        progress=lambda *e: events.append(e),
+    )
     assert result.epochs == 2 and result.steps == 2 * 6 and not result.interrupted
-    assert {p.name for p in (tmp_path / "run").iterdir()} >= {"best.pt", "last.pt", "config.json", "vocab.json", "log.jsonl"}
+    assert {p.name for p in (tmp_path / "run").iterdir()} >= {
+        "best.pt",
+        "last.pt",
+        "config.json",
+        "vocab.json",
+        "log.jsonl",
+    }
     first, last = result.history[0], result.history[-1]
     assert last["perplexity"] < first["perplexity"]  # it learns
     assert result.best_score == max(h["CIDEr"] for h in result.history)
-    assert any("validation: CIDEr" in line for line in lines) and any("samples/s" in line for line in lines)
+    assert any("validation: CIDEr" in line for line in lines) and any(
+        "samples/s" in line for line in lines
+    )
     assert events[-1][0] == "validation" or events[-1][0].startswith("epoch")
     model, meta = load_checkpoint(result.best_path, "cpu")
     assert meta["model"] == TINY and meta["extra"]["best_score"] == result.best_score
@@ -212,7 +263,9 @@ def test_training_learns_and_writes_loadable_checkpoints(tiny_bench: Path, tmp_p
     assert config["train"]["seed"] == 0 and config["model_config"]["channels"] == 1280
 
 
-def test_interrupt_then_resume_equals_an_uninterrupted_run(tiny_bench: Path, tmp_path: Path) -> None:
+def test_interrupt_then_resume_equals_an_uninterrupted_run(
+    tiny_bench: Path, tmp_path: Path
+) -> None:
     """Deterministic under a seed, Ctrl-C leaves a valid last.pt, and --resume continues exactly."""
     from spotdiff_cli.train.loop import train
 
@@ -225,7 +278,9 @@ def test_interrupt_then_resume_equals_an_uninterrupted_run(tiny_bench: Path, tmp
 
     stopped = train(config, tmp_path / "cut", progress=ctrl_c_at_step_8)
     assert stopped.interrupted and stopped.steps == 8
-    assert torch.load(tmp_path / "cut" / "last.pt", weights_only=True)["extra"]["batch_in_epoch"] == 2
+    assert (
+        torch.load(tmp_path / "cut" / "last.pt", weights_only=True)["extra"]["batch_in_epoch"] == 2
+    )
     resumed = train(config, tmp_path / "cut", resume=True)
     assert resumed.steps == straight.steps == 12
     a, b = weights_of(straight.last_path), weights_of(resumed.last_path)
@@ -282,7 +337,9 @@ def test_nn_is_fitted_once_not_stepped(tiny_bench: Path, tmp_path: Path) -> None
     from spotdiff_cli.train.loop import train
     from spotdiff_cli.train.recipes import load_recipe
 
-    config = load_recipe(None, model="nn", data=str(tiny_bench), min_count=1, val_tokenizer="python", device="cpu")
+    config = load_recipe(
+        None, model="nn", data=str(tiny_bench), min_count=1, val_tokenizer="python", device="cpu"
+    )
     result = train(config, tmp_path / "nn")
     assert result.steps == 0 and result.best_score is not None and result.best_score > 0
     model, meta = load_checkpoint(result.best_path)
@@ -290,16 +347,34 @@ def test_nn_is_fitted_once_not_stepped(tiny_bench: Path, tmp_path: Path) -> None
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", [n for n in registry.available_models() if registry.model_info(n).family == "spot-the-diff"
-                                  and not hasattr(spot_the_diff.model_class(n), "fit")])  # fitted models: nn
-def test_every_gradient_model_trains_through_the_loop(name: str, tiny_bench: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        n
+        for n in registry.available_models()
+        if registry.model_info(n).family == "spot-the-diff"
+        and not hasattr(spot_the_diff.model_class(n), "fit")
+    ],
+)  # fitted models: nn
+def test_every_gradient_model_trains_through_the_loop(
+    name: str, tiny_bench: Path, tmp_path: Path
+) -> None:
     pytest.importorskip("spotdiff_cli.captioners.spot_the_diff")
     from spotdiff_cli.captioners.checkpoint import load_checkpoint
     from spotdiff_cli.train.loop import train
     from spotdiff_cli.train.recipes import load_recipe
 
-    config = load_recipe(None, model=name, data=str(tiny_bench), min_count=1, epochs=2, lr=3e-3,
-                         val_tokenizer="python", device="cpu", model_config={"tiny": True})
+    config = load_recipe(
+        None,
+        model=name,
+        data=str(tiny_bench),
+        min_count=1,
+        epochs=2,
+        lr=3e-3,
+        val_tokenizer="python",
+        device="cpu",
+        model_config={"tiny": True},
+    )
     result = train(config, tmp_path / name)
     assert result.history[-1]["perplexity"] < result.history[0]["perplexity"] * 1.05
     model, _ = load_checkpoint(result.best_path)

@@ -4,7 +4,8 @@ Each clip is 320x240 MJPG at 10 fps, 100 frames (10 s) over a textured static ba
 red rectangle scripted frame by frame, so every expected time below follows from the script:
 
 - moving: appears at frame 20 (2.0 s) at the left, moves right 4 px a frame, gone at frame 60 (6.0 s);
-- visit: still at the lower right from frame 20 (2.0 s) to frame 69; gone at frame 70 (7.0 s);
+- visit: still at the lower right from frame 20 (2.0 s) to frame 69; gone at frame 70 (7.0 s)
+  (one event, a visit: its arrival and its departure are its sentences);
 - parked: arrives at frame 30 (3.0 s) at the lower right and stays.
 """
 
@@ -27,7 +28,9 @@ RED = (220, 40, 40)
 PARKED_BOX = (200, 150, 50, 40)
 
 
-def write_video(path: Path, boxes, frames: int = 100, fps: int = 10, size: tuple[int, int] = (320, 240)) -> Path:
+def write_video(
+    path: Path, boxes, frames: int = 100, fps: int = 10, size: tuple[int, int] = (320, 240)
+) -> Path:
     background = textured_background(size[1], size[0])
     writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, size)
     assert writer.isOpened()
@@ -102,7 +105,12 @@ def test_start_and_end_limit_the_samples_and_the_events(clips):
 
 def test_sparse_sampling_seeks_instead_of_decoding_everything(tmp_path):
     # 60 s at 10 fps: samples 200 frames apart are further than the decoders' seek thresholds.
-    path = write_video(tmp_path / "long.avi", lambda i: [(60, 40, 40, 30)] if i >= 300 else [], frames=600, size=(160, 120))
+    path = write_video(
+        tmp_path / "long.avi",
+        lambda i: [(60, 40, 40, 30)] if i >= 300 else [],
+        frames=600,
+        size=(160, 120),
+    )
     data = timeline(path, "--every", "20s")
     source = data["sources"][0]
     assert source["samples"] == 3
@@ -121,13 +129,18 @@ def test_an_object_moving_across_samples_is_one_event(clips, every):
     assert data["sources"][0]["events"][0]["text"] == "an object moved from the left to the centre"
 
 
-def test_an_arrival_and_a_later_departure_are_two_events(clips):
+def test_an_arrival_and_a_later_departure_are_one_visit_with_both_sentences(clips):
     data = timeline(clips["visit"], "--every", "1s")
-    assert spans(data) == [(2.0, 2.0, "appeared"), (7.0, 7.0, "disappeared")]
-    first, second = data["sources"][0]["events"]
-    assert first["text"] == "a red object appeared in the lower right"
-    assert first["boxes"][0] == pytest.approx(PARKED_BOX, abs=2)
-    assert "gone" in second["text"]
+    assert spans(data) == [(2.0, 7.0, "visited")]
+    [visit] = data["sources"][0]["events"]
+    assert visit["text"] == "a red object appeared in the lower right and was gone 5 s later"
+    assert visit["boxes"][0] == pytest.approx(PARKED_BOX, abs=2)
+    assert [(s["start"], s["kind"]) for s in visit["sentences"]] == [
+        (2.0, "appeared"),
+        (7.0, "disappeared"),
+    ]
+    assert visit["sentences"][0]["text"] == "a red object appeared in the lower right"
+    assert "gone" in visit["sentences"][1]["text"]
 
 
 # -- regions ---------------------------------------------------------------------------------------
@@ -136,7 +149,9 @@ def test_an_arrival_and_a_later_departure_are_two_events(clips):
 def test_roi_away_from_the_change_reports_nothing(clips):
     assert spans(timeline(clips["visit"], "--every", "1s", "--roi", "0,0,150,100")) == []
     # ...and a box around it still sees it.
-    assert len(spans(timeline(clips["visit"], "--every", "1s", "--roi", "180,130,100,90"))) == 2
+    assert spans(timeline(clips["visit"], "--every", "1s", "--roi", "180,130,100,90")) == [
+        (2.0, 7.0, "visited")
+    ]
 
 
 def test_mask_image_blacking_out_the_change_reports_nothing(clips, tmp_path):
@@ -179,9 +194,9 @@ def test_out_writes_every_format_and_refuses_to_overwrite(clips, tmp_path):
     result = run(clips["visit"], "--every", "1s", "--out", out)
     assert result.exit_code == 0, result.output
     data = json.loads((out / "timeline.json").read_text())
-    assert data["complete"] is True and len(data["sources"][0]["events"]) == 2
+    assert data["complete"] is True and len(data["sources"][0]["events"]) == 1
     csv_rows = (out / "timeline.csv").read_text().strip().splitlines()
-    assert len(csv_rows) == 3 and csv_rows[1].startswith("visit.avi,1,00:00:02,")
+    assert len(csv_rows) == 2 and csv_rows[1].startswith("1,20,00:00:02.000,2.000,70,00:00:07.000,")
     assert "a red object appeared in the lower right" in (out / "timeline.md").read_text()
     assert "<table>" in (out / "timeline.html").read_text()
     picture = data["sources"][0]["events"][0]["picture"]
@@ -206,7 +221,9 @@ class _StopAfter:
 
 
 @pytest.mark.parametrize("stop_after", [5, 8])  # in the middle of the move; between two events
-def test_interrupted_run_leaves_a_partial_report_and_resume_finishes_it(clips, tmp_path, monkeypatch, stop_after):
+def test_interrupted_run_leaves_a_partial_report_and_resume_finishes_it(
+    clips, tmp_path, monkeypatch, stop_after
+):
     from spotdiff_cli.cli import render
 
     sources = [clips["moving"], clips["visit"]]
@@ -214,7 +231,11 @@ def test_interrupted_run_leaves_a_partial_report_and_resume_finishes_it(clips, t
 
     out = tmp_path / "run"
     with monkeypatch.context() as m:
-        m.setattr(render, "timeline_progress", lambda enabled=True: contextlib.nullcontext(_StopAfter(stop_after)))
+        m.setattr(
+            render,
+            "timeline_progress",
+            lambda enabled=True: contextlib.nullcontext(_StopAfter(stop_after)),
+        )
         stopped = run(*sources, "--every", "1s", "--out", out)
     assert stopped.exit_code == 130
     partial = json.loads((out / "timeline.json").read_text())
@@ -230,7 +251,9 @@ def test_interrupted_run_leaves_a_partial_report_and_resume_finishes_it(clips, t
     assert resumed["complete"] is True
     for i in range(2):
         assert spans(resumed, i) == spans(full, i)
-        assert [e["id"] for e in resumed["sources"][i]["events"]] == [e["id"] for e in full["sources"][i]["events"]]
+        assert [e["id"] for e in resumed["sources"][i]["events"]] == [
+            e["id"] for e in full["sources"][i]["events"]
+        ]
 
 
 def test_resume_needs_a_report(clips, tmp_path):
@@ -247,10 +270,10 @@ def test_two_videos_are_reported_separately_with_their_names(clips, tmp_path):
     assert result.exit_code == 0, result.output
     data = json.loads((out / "timeline.json").read_text())
     assert [Path(s["source"]).name for s in data["sources"]] == ["visit.avi", "moving.avi"]
-    assert spans(data, 0) == [(2.0, 2.0, "appeared"), (7.0, 7.0, "disappeared")]
+    assert spans(data, 0) == [(2.0, 7.0, "visited")]
     assert spans(data, 1) == [(2.0, 6.0, "moved")]
     rows = (out / "timeline.csv").read_text().strip().splitlines()[1:]
-    assert [r.split(",")[0] for r in rows] == ["visit.avi", "visit.avi", "moving.avi"]
+    assert [r.split(",")[10] for r in rows] == [str(clips["visit"]), str(clips["moving"])]
 
 
 def test_an_unreadable_file_is_reported_and_skipped(clips, tmp_path):
@@ -261,7 +284,7 @@ def test_an_unreadable_file_is_reported_and_skipped(clips, tmp_path):
     assert "broken.mp4" in result.stderr and "skipped" in result.stderr
     data = json.loads(result.stdout)
     assert data["sources"][0]["error"] and data["sources"][0]["events"] == []
-    assert spans(data, 1) == [(2.0, 2.0, "appeared"), (7.0, 7.0, "disappeared")]
+    assert spans(data, 1) == [(2.0, 7.0, "visited")]
 
 
 def test_only_unreadable_files_exit_1(tmp_path):
@@ -295,4 +318,6 @@ def test_a_folder_of_images_is_a_source_in_natural_order(tmp_path, write_png):
     data = timeline(folder, "--every", "1f")
     source = data["sources"][0]
     assert source["samples"] == 12
-    assert [(e["kind"], e["text"]) for e in source["events"]] == [("appeared", "a red object appeared in the lower right")]
+    assert [(e["kind"], e["text"]) for e in source["events"]] == [
+        ("appeared", "a red object appeared in the lower right")
+    ]

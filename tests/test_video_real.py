@@ -37,9 +37,13 @@ def test_traffic_camera_events_match_the_ground_truth_windows():
     assert events
     # An event at t means a change between the samples t - EVERY and t: it must touch a window.
     for e in events:
-        assert any(e["start"] - EVERY <= w1 and e["end"] >= w0 for w0, w1 in windows), f"outside the ground truth: {e}"
+        assert any(e["start"] - EVERY <= w1 and e["end"] >= w0 for w0, w1 in windows), (
+            f"outside the ground truth: {e}"
+        )
     for w0, w1 in windows:
-        assert any(e["start"] - EVERY <= w1 and e["end"] >= w0 for e in events), f"missed {w0:.2f}-{w1:.2f} s"
+        assert any(e["start"] - EVERY <= w1 and e["end"] >= w0 for e in events), (
+            f"missed {w0:.2f}-{w1:.2f} s"
+        )
     assert all(e["boxes"] for e in events if e["kind"] != "lighting")
 
 
@@ -48,7 +52,9 @@ def test_vfr_traffic_camera_event_starts_within_0_6_s():
     starts = sorted(e["start"] for e in events)
     for expected in (0.4, 17.2, 31.9):
         first = next((s for s in starts if s >= expected - 0.6), None)
-        assert first is not None and abs(first - expected) <= 0.6, f"expected a start near {expected}: {starts}"
+        assert first is not None and abs(first - expected) <= 0.6, (
+            f"expected a start near {expected}: {starts}"
+        )
     # Nothing between the windows (17.2-27.68 and 31.92-34.56 s; the first ends at 5.92 s).
     assert not [s for s in starts if 6.2 < s < 17.2 - 0.6 or 27.9 < s < 31.9 - 0.6], starts
 
@@ -67,13 +73,26 @@ def test_brightness_change_with_the_clock_masked_reports_no_object(tmp_path):
 
 def test_people_arriving_and_leaving_are_reported_as_persons():
     events = timeline(media("intel_one-by-one-person-detection.mp4"), "--every", "10s")
+    # A person who comes in and later leaves is one event, a visit, whose sentences are the
+    # arrival and the departure.
     first = events[0]
-    assert (first["start"], first["kind"], first["noun"]) == (10.0, "appeared", "person")
-    assert first["text"] == "a person appeared in the centre"
-    arrivals = [e for e in events if e["kind"] == "appeared" and e["noun"] == "person"]
-    departures = [e for e in events if e["kind"] == "disappeared" and e["noun"] == "person"]
+    assert (first["start"], first["end"], first["kind"], first["noun"]) == (
+        10.0,
+        20.0,
+        "visited",
+        "person",
+    )
+    assert first["text"] == "a person appeared in the centre and was gone 10 s later"
+    assert [(s["start"], s["text"]) for s in first["sentences"]] == [
+        (10.0, "a person appeared in the centre"),
+        (20.0, "the person in the centre is gone"),
+    ]
+    said = [s for e in events for s in e["sentences"]]
+    arrivals = [s for s in said if s["text"] == "a person appeared in the centre"]
+    departures = [s for s in said if s["text"] == "the person in the centre is gone"]
     assert len(arrivals) >= 3 and len(departures) >= 3
-    assert any(e["start"] == 20.0 and e["text"] == "the person in the centre is gone" for e in departures)
+    assert [e["id"] for e in events] == list(range(1, len(events) + 1))
+    assert [e["start"] for e in events] == sorted(e["start"] for e in events)
 
 
 # intel_car-detection.mp4 at 12.5 fps, checked frame by frame: cars are in view from about
@@ -86,7 +105,11 @@ def test_car_park_exposure_jumps_and_drift_make_no_phantom_objects():
     events = timeline(str(media("intel_car-detection.mp4")), "--every", "1s")
     objects = [e for e in events if e["kind"] not in ("lighting", "scene")]
     for e in objects:
-        assert any(lo <= e["start"] < hi for lo, hi in CAR_PRESENT), f"object event while the lot was empty: {e}"
+        assert any(lo <= e["start"] < hi for lo, hi in CAR_PRESENT), (
+            f"object event while the lot was empty: {e}"
+        )
     # Every stretch with a car in view has at least one object event.
     for lo, hi in CAR_PRESENT:
-        assert any(lo <= e["start"] < hi for e in objects), f"no car reported between {lo} and {hi} s"
+        assert any(lo <= e["start"] < hi for e in objects), (
+            f"no car reported between {lo} and {hi} s"
+        )

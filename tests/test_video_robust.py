@@ -60,19 +60,27 @@ def frames_folder(tmp_path) -> Path:
     folder.mkdir()
     background = textured_background(240, 320, seed=4)
     for i in range(42):
-        cv2.imwrite(str(folder / f"frame{i:03d}.png"), cv2.cvtColor(_frame(i, background), cv2.COLOR_RGB2BGR))
+        cv2.imwrite(
+            str(folder / f"frame{i:03d}.png"),
+            cv2.cvtColor(_frame(i, background), cv2.COLOR_RGB2BGR),
+        )
     return folder
 
 
 def _events(data: dict, source: int = 0) -> list[tuple]:
-    return [(e["id"], e["start"], e["end"], e["kind"], e["noun"], e["text"]) for e in data["sources"][source]["events"]]
+    return [
+        (e["id"], e["start"], e["end"], e["kind"], e["noun"], e["text"])
+        for e in data["sources"][source]["events"]
+    ]
 
 
 # -- a bad frame, a truncated file, a size change -------------------------------------------------
 
 
 def test_a_corrupt_frame_in_a_folder_is_skipped_and_every_event_is_kept(frames_folder):
-    clean = json.loads(run_spotdiff("video", frames_folder, "--fps", "10", "--every", "1f", "--json").stdout)
+    clean = json.loads(
+        run_spotdiff("video", frames_folder, "--fps", "10", "--every", "1f", "--json").stdout
+    )
     (frames_folder / "frame010.png").write_bytes(b"\x89PNG\r\n\x1a\n this is not really a png")
     proc = run_spotdiff("video", frames_folder, "--fps", "10", "--every", "1f", "--json")
     assert proc.returncode == 0
@@ -89,14 +97,34 @@ def test_a_truncated_mp4_says_where_it_ended(clip, tmp_path):
     import imageio_ffmpeg
 
     mp4 = tmp_path / "whole.mp4"
-    subprocess.run([imageio_ffmpeg.get_ffmpeg_exe(), "-v", "error", "-i", str(clip), "-vf", "loop=loop=5:size=42",
-                    "-c:v", "mpeg4", "-g", "10", "-movflags", "+faststart", str(mp4)], check=True)
+    subprocess.run(
+        [
+            imageio_ffmpeg.get_ffmpeg_exe(),
+            "-v",
+            "error",
+            "-i",
+            str(clip),
+            "-vf",
+            "loop=loop=5:size=42",
+            "-c:v",
+            "mpeg4",
+            "-g",
+            "10",
+            "-movflags",
+            "+faststart",
+            str(mp4),
+        ],
+        check=True,
+    )
     cut = tmp_path / "cut.mp4"
     cut.write_bytes(mp4.read_bytes()[: mp4.stat().st_size // 2])
     proc = run_spotdiff("video", cut, "--every", "1s", "--json")
     assert proc.returncode == 0
     source = json.loads(proc.stdout)["sources"][0]
-    assert source["ended_early_at"] is not None and source["ended_early_at"] < 0.75 * source["info"]["duration"]
+    assert (
+        source["ended_early_at"] is not None
+        and source["ended_early_at"] < 0.75 * source["info"]["duration"]
+    )
     assert any("truncated" in w for w in source["warnings"])
     whole = json.loads(run_spotdiff("video", mp4, "--every", "1s", "--json").stdout)["sources"][0]
     assert whole["ended_early_at"] is None and not whole["warnings"]
@@ -138,17 +166,23 @@ def _run(clip: Path, settings: Settings, stop_after: int | None = None, resume: 
             raise KeyboardInterrupt
 
     try:
-        results = describe_sources([str(clip)], settings, on_progress=on_progress, on_update=on_update, resume=resume)
+        results = describe_sources(
+            [str(clip)], settings, on_progress=on_progress, on_update=on_update, resume=resume
+        )
         saved.update({r.source: r for r in results})
     except KeyboardInterrupt:
         assert stop_after is not None
-    data = json.loads(json.dumps(timeline_to_dict(list(saved.values()), {})))  # through JSON, as on disk
+    data = json.loads(
+        json.dumps(timeline_to_dict(list(saved.values()), {}))
+    )  # through JSON, as on disk
     return data
 
 
 @pytest.mark.parametrize("compare", ["previous", "background"])
 def test_resumed_runs_give_the_events_ids_and_counts_of_an_uninterrupted_run(clip, compare):
-    settings = Settings(video=VideoConfig(every="1f", compare=compare), caption=CaptionConfig(recognise=True))
+    settings = Settings(
+        video=VideoConfig(every="1f", compare=compare), caption=CaptionConfig(recognise=True)
+    )
     full = _run(clip, settings)
     assert len(_events(full)) >= 3
     # Stop before anything, mid-crossing, mid-visit, between events, near the end.
@@ -170,8 +204,14 @@ def test_ctrl_c_then_resume_through_the_console_script_matches_an_uninterrupted_
 
     full = json.loads(run_spotdiff("video", clip, "--every", "1f", "--json").stdout)
     out = tmp_path / "run"
-    proc = subprocess.Popen([str(SPOTDIFF), "video", str(clip), "--every", "1f", "--out", str(out)],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, cwd=REPO, env=env())
+    proc = subprocess.Popen(
+        [str(SPOTDIFF), "video", str(clip), "--every", "1f", "--out", str(out)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        cwd=REPO,
+        env=env(),
+    )
     # Wait until the run has written a partial report with something in it, then interrupt.
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
@@ -200,12 +240,23 @@ def test_two_captions_racing_for_one_out_folder_never_mix(tmp_path):
     for name, colour in (("red", RED), ("blue", BLUE)):
         before, after = tmp_path / f"{name}-a.png", tmp_path / f"{name}-b.png"
         cv2.imwrite(str(before), scene)
-        cv2.imwrite(str(after), cv2.cvtColor(draw_box(scene, 100, 80, 60, 50, colour), cv2.COLOR_RGB2BGR))
+        cv2.imwrite(
+            str(after), cv2.cvtColor(draw_box(scene, 100, 80, 60, 50, colour), cv2.COLOR_RGB2BGR)
+        )
         pairs.append((before, after))
     for attempt in range(5):
         out = tmp_path / f"report{attempt}"
-        procs = [subprocess.Popen([str(SPOTDIFF), "caption", str(a), str(b), "--out", str(out)], stdout=subprocess.PIPE,
-                                  stderr=subprocess.PIPE, text=True, cwd=REPO, env=env()) for a, b in pairs]
+        procs = [
+            subprocess.Popen(
+                [str(SPOTDIFF), "caption", str(a), str(b), "--out", str(out)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                cwd=REPO,
+                env=env(),
+            )
+            for a, b in pairs
+        ]
         codes = [p.wait(timeout=60) for p in procs]
         errors = [p.stderr.read() for p in procs]
         assert sorted(codes) == [0, 1], (codes, errors)
@@ -215,7 +266,9 @@ def test_two_captions_racing_for_one_out_folder_never_mix(tmp_path):
         winner = pairs[codes.index(0)]
         assert report["inputs"]["after"]["path"] == str(winner[1])
         assert str(winner[1]) in (out / "report.md").read_text()
-        assert not [p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")]  # no staging left
+        assert not [
+            p for p in out.parent.iterdir() if p.name.startswith(f".{out.name}.")
+        ]  # no staging left
     shutil.rmtree(tmp_path)
 
 
@@ -223,8 +276,17 @@ def test_two_video_runs_on_one_out_folder_one_wins_the_other_says_so(clip, tmp_p
     from console import REPO, SPOTDIFF, env
 
     out = tmp_path / "shared-out"
-    procs = [subprocess.Popen([str(SPOTDIFF), "video", str(clip), "--every", "1f", "--out", str(out)], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, cwd=REPO, env=env()) for _ in range(2)]
+    procs = [
+        subprocess.Popen(
+            [str(SPOTDIFF), "video", str(clip), "--every", "1f", "--out", str(out)],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
+            env=env(),
+        )
+        for _ in range(2)
+    ]
     codes = [p.wait(timeout=120) for p in procs]
     errors = [p.stderr.read() for p in procs]
     assert sorted(codes) == [0, 1], (codes, errors)

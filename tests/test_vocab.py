@@ -5,7 +5,16 @@ from __future__ import annotations
 
 import pytest
 
-from spotdiff_cli.captioners.vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, SPECIALS, UNK_ID, Vocabulary, tokenize
+from spotdiff_cli.captioners.vocab import (
+    BOS_ID,
+    EOS_ID,
+    PAD_ID,
+    SEP_ID,
+    SPECIALS,
+    UNK_ID,
+    Vocabulary,
+    tokenize,
+)
 from spotdiff_cli.errors import ModelError
 
 TRAIN = [
@@ -17,7 +26,17 @@ TRAIN = [
 
 
 def test_tokenize_lowercases_and_strips_punctuation() -> None:
-    assert tokenize("The RED car, near the van's door, is GONE.") == ["the", "red", "car", "near", "the", "vans", "door", "is", "gone"]
+    assert tokenize("The RED car, near the van's door, is GONE.") == [
+        "the",
+        "red",
+        "car",
+        "near",
+        "the",
+        "vans",
+        "door",
+        "is",
+        "gone",
+    ]
     assert tokenize("  \t") == []
 
 

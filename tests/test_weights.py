@@ -23,12 +23,20 @@ def isolated(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _write_manifest(folder: Path, name: str, payload: bytes, *, kind: str = "backbone", default: bool = False) -> Path:
+def _write_manifest(
+    folder: Path, name: str, payload: bytes, *, kind: str = "backbone", default: bool = False
+) -> Path:
     import hashlib
 
     (folder / f"{name}.pt").write_bytes(payload)
-    entry = {"file": f"{name}.pt", "kind": kind, "sha256": hashlib.sha256(payload).hexdigest(),
-             "licence": "MIT", "source": "test", "default": default}
+    entry = {
+        "file": f"{name}.pt",
+        "kind": kind,
+        "sha256": hashlib.sha256(payload).hexdigest(),
+        "licence": "MIT",
+        "source": "test",
+        "default": default,
+    }
     (folder / "manifest.json").write_text(json.dumps({"format": 1, "weights": {name: entry}}))
     return folder / f"{name}.pt"
 
@@ -80,7 +88,9 @@ def test_manifest_kind_must_match(isolated):
 
 
 def test_none_picks_the_manifest_default_of_that_kind(isolated):
-    path = _write_manifest(W.REPO_WEIGHTS_DIR, "net", b"weights", kind="classifier-onnx", default=True)
+    path = _write_manifest(
+        W.REPO_WEIGHTS_DIR, "net", b"weights", kind="classifier-onnx", default=True
+    )
     assert W.resolve_weights(None, kind="classifier-onnx") == path.resolve()
     with pytest.raises(WeightsNotFoundError, match="no backbone weights are shipped or named"):
         W.resolve_weights(None, kind="backbone")
@@ -114,8 +124,14 @@ def test_error_lists_every_place_on_one_line(isolated):
         W.resolve_weights("resnet10l", kind="backbone", allow_download=True)
     msg = str(info.value)
     assert "\n" not in msg
-    for place in ("path resnet10l", "$SPOTDIFF_WEIGHTS (not set)", "manifest", "cache",
-                  "no download source is configured", "did you mean 'resnet101_in1k'"):
+    for place in (
+        "path resnet10l",
+        "$SPOTDIFF_WEIGHTS (not set)",
+        "manifest",
+        "cache",
+        "no download source is configured",
+        "did you mean 'resnet101_in1k'",
+    ):
         assert place in msg, place
 
 

@@ -46,7 +46,9 @@ def resize_for_analysis(image: np.ndarray, work_size: int) -> tuple[np.ndarray, 
     return cv2.resize(image, size, interpolation=cv2.INTER_AREA), scale
 
 
-def _drop_relit(before: np.ndarray, after: np.ndarray, clusters: list, config: AnalysisConfig) -> tuple[list, int]:
+def _drop_relit(
+    before: np.ndarray, after: np.ndarray, clusters: list, config: AnalysisConfig
+) -> tuple[list, int]:
     """Remove clusters where only the light changed; renumber the rest 0..K-1 in salience order.
     Returns the kept clusters and the number of pixels dropped."""
     kept, dropped = [], 0
@@ -62,7 +64,9 @@ def _drop_relit(before: np.ndarray, after: np.ndarray, clusters: list, config: A
     return [dataclasses.replace(c, id=i) for i, c in enumerate(kept)], dropped
 
 
-def analyse_pair(pair: Pair, config: AnalysisConfig | None = None, watch: np.ndarray | None = None) -> Analysis:
+def analyse_pair(
+    pair: Pair, config: AnalysisConfig | None = None, watch: np.ndarray | None = None
+) -> Analysis:
     """Run the whole analysis on a pair of equal-size frames (use ``make_pair`` first).
 
     watch: optional (H, W) bool at the original size, True where changes count (``--roi`` /
@@ -80,8 +84,14 @@ def analyse_pair(pair: Pair, config: AnalysisConfig | None = None, watch: np.nda
     watched = None
     if watch is not None:
         if watch.shape != pair.before.pixels.shape[:2]:
-            raise UsageError(f"region mask is {watch.shape[1]}x{watch.shape[0]} but the frames are {pair.before.width}x{pair.before.height}")
-        watched = watch if watch.shape == (h, w) else cv2.resize(watch.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST) > 0
+            raise UsageError(
+                f"region mask is {watch.shape[1]}x{watch.shape[0]} but the frames are {pair.before.width}x{pair.before.height}"
+            )
+        watched = (
+            watch
+            if watch.shape == (h, w)
+            else cv2.resize(watch.astype(np.uint8), (w, h), interpolation=cv2.INTER_NEAREST) > 0
+        )
     eps, min_samples = config.scaled_dbscan(h, w)
     ys, xs = analysis_window(watched, eps, config.max_shift)
     t1 = time.perf_counter()
@@ -97,7 +107,9 @@ def analyse_pair(pair: Pair, config: AnalysisConfig | None = None, watch: np.nda
     t2 = time.perf_counter()
     timings["align"] = t2 - t1
 
-    mask_window, corrected_window = compute_change_mask(before[ys, xs], aligned_window, valid_window, config)
+    mask_window, corrected_window = compute_change_mask(
+        before[ys, xs], aligned_window, valid_window, config
+    )
     t3 = time.perf_counter()
     timings["mask"] = t3 - t2
 
@@ -105,8 +117,11 @@ def analyse_pair(pair: Pair, config: AnalysisConfig | None = None, watch: np.nda
     labels_window = np.zeros(mask_window.active.shape, np.int32)
     if not scene_changed:
         labels_window = grid_dbscan(mask_window.active, eps, min_samples)
-    after_aligned, corrected, valid = (_placed(after, aligned_window, ys, xs), _placed(after, corrected_window, ys, xs),
-                                       _placed(np.zeros((h, w), bool), valid_window, ys, xs))
+    after_aligned, corrected, valid = (
+        _placed(after, aligned_window, ys, xs),
+        _placed(after, corrected_window, ys, xs),
+        _placed(np.zeros((h, w), bool), valid_window, ys, xs),
+    )
     mask = dataclasses.replace(
         mask_window,
         active=_placed(np.zeros((h, w), bool), mask_window.active, ys, xs),

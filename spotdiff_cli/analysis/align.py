@@ -44,7 +44,9 @@ def _parabola_offset(left: float, centre: float, right: float) -> float:
     return float(np.clip(0.5 * (left - right) / denom, -0.5, 0.5))
 
 
-def _scores(a: np.ndarray, b: np.ndarray, centre: tuple[int, int], radius: int, margin: int) -> np.ndarray:
+def _scores(
+    a: np.ndarray, b: np.ndarray, centre: tuple[int, int], radius: int, margin: int
+) -> np.ndarray:
     """Truncated mean squared difference of ``a`` shifted by every (dx, dy) within ``radius`` of
     ``centre`` against ``b``, on a sub-sampled grid that stays ``margin`` px inside both images.
     Returns (2r+1, 2r+1) scores indexed [dy, dx]."""
@@ -55,7 +57,9 @@ def _scores(a: np.ndarray, b: np.ndarray, centre: tuple[int, int], radius: int, 
     scores = np.empty((2 * radius + 1, 2 * radius + 1), dtype=np.float64)
     for iy, dy in enumerate(range(cy - radius, cy + radius + 1)):
         for ix, dx in enumerate(range(cx - radius, cx + radius + 1)):
-            moved = a[margin + dy : h - margin + dy : stride, margin + dx : w - margin + dx : stride]
+            moved = a[
+                margin + dy : h - margin + dy : stride, margin + dx : w - margin + dx : stride
+            ]
             # Truncated L2: a moving object costs the same at every shift instead of dragging
             # the minimum towards where it overlaps itself.
             scores[iy, ix] = float(np.mean(np.minimum((moved - ref) ** 2, _TRUNCATE)))
@@ -90,7 +94,10 @@ def search_shift(before: np.ndarray, after: np.ndarray, max_shift: int) -> Align
         b2 = cv2.resize(b, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
         coarse = _scores(a2, b2, (0, 0), half_m, half_m + 1)
         iy, ix = np.unravel_index(int(np.argmin(coarse)), coarse.shape)
-        centre = (int(np.clip(2 * (ix - half_m), -m + 1, m - 1)), int(np.clip(2 * (iy - half_m), -m + 1, m - 1)))
+        centre = (
+            int(np.clip(2 * (ix - half_m), -m + 1, m - 1)),
+            int(np.clip(2 * (iy - half_m), -m + 1, m - 1)),
+        )
         fine = _scores(a, b, centre, 1, m + 1)
         radius = 1
     else:
@@ -128,7 +135,9 @@ def _snap(dx: float, dy: float) -> tuple[float, float]:
     return dx, dy
 
 
-def estimate_alignment(before: np.ndarray, after: np.ndarray, method: str, max_shift: int) -> Alignment:
+def estimate_alignment(
+    before: np.ndarray, after: np.ndarray, method: str, max_shift: int
+) -> Alignment:
     """Dispatch on ``method``: "search" (paper), "phase" (fast path) or "none"."""
     if method == "none" or max_shift == 0:
         return Alignment(0.0, 0.0, 0.0, "none")
@@ -149,7 +158,9 @@ def apply_shift(image: np.ndarray, alignment: Alignment) -> tuple[np.ndarray, np
         return image, valid
     dx, dy = alignment.dx, alignment.dy
     matrix = np.float32([[1, 0, -dx], [0, 1, -dy]])
-    shifted = cv2.warpAffine(image, matrix, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+    shifted = cv2.warpAffine(
+        image, matrix, (w, h), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE
+    )
     # Border strips are ceil(|shift|) wide.
     cx, cy = int(np.ceil(abs(dx))), int(np.ceil(abs(dy)))
     if cx:

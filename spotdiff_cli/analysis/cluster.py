@@ -23,7 +23,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ..types import Cluster, ChangeMask
+from ..types import ChangeMask, Cluster
 
 
 def _disk(radius: float) -> np.ndarray:
@@ -44,7 +44,9 @@ def grid_dbscan(active: np.ndarray, eps: float, min_samples: int) -> np.ndarray:
         return labels
     act8 = active.astype(np.uint8)
     # 1. Neighbour counts within eps (disk convolution; OpenCV switches to a DFT for big kernels).
-    counts = cv2.filter2D(act8.astype(np.float32), cv2.CV_32F, _disk(eps), borderType=cv2.BORDER_CONSTANT)
+    counts = cv2.filter2D(
+        act8.astype(np.float32), cv2.CV_32F, _disk(eps), borderType=cv2.BORDER_CONSTANT
+    )
     core = active & (counts >= min_samples - 0.5)
     if not core.any():
         return labels
@@ -82,7 +84,9 @@ def sklearn_dbscan(active: np.ndarray, eps: float, min_samples: int) -> np.ndarr
     labels = np.zeros(active.shape, dtype=np.int32)
     if ys.size == 0:
         return labels
-    found = DBSCAN(eps=eps, min_samples=min_samples).fit_predict(np.column_stack([ys, xs]).astype(np.float32))
+    found = DBSCAN(eps=eps, min_samples=min_samples).fit_predict(
+        np.column_stack([ys, xs]).astype(np.float32)
+    )
     labels[ys, xs] = found + 1  # noise (-1) -> 0
     return labels
 
@@ -126,6 +130,8 @@ def clusters_from_labels(
         found.append((salience, k, (int(x0[k]), int(y0[k]), bw, bh), int(counts[k]), features))
     found.sort(key=lambda item: -item[0])
     return [
-        Cluster(id=i, mask=labels == k, bbox=bbox, n_active=count, features=features, salience=salience)
+        Cluster(
+            id=i, mask=labels == k, bbox=bbox, n_active=count, features=features, salience=salience
+        )
         for i, (salience, k, bbox, count, features) in enumerate(found)
     ]

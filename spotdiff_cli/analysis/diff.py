@@ -22,7 +22,9 @@ from .memo import memoised
 _FIT_SAMPLES = 20_000
 
 
-def fit_lighting(before: np.ndarray, after: np.ndarray, valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def fit_lighting(
+    before: np.ndarray, after: np.ndarray, valid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
     """Per-channel gains with ``before ~ gain * after`` (offsets kept for the interface, 0).
 
     before, after: (H, W, 3) uint8; valid: (H, W) bool. Returns gains (3,), offsets (3,) float32.
@@ -64,7 +66,12 @@ def fit_lighting(before: np.ndarray, after: np.ndarray, valid: np.ndarray) -> tu
 def apply_lighting(image: np.ndarray, gains: np.ndarray, offsets: np.ndarray) -> np.ndarray:
     """Apply per-channel affine maps to an (H, W, 3) uint8 image (via a LUT per channel)."""
     levels = np.arange(256, dtype=np.float32)
-    channels = [cv2.LUT(image[:, :, c], np.clip(gains[c] * levels + offsets[c], 0, 255).round().astype(np.uint8)) for c in range(3)]
+    channels = [
+        cv2.LUT(
+            image[:, :, c], np.clip(gains[c] * levels + offsets[c], 0, 255).round().astype(np.uint8)
+        )
+        for c in range(3)
+    ]
     return np.dstack(channels)
 
 
@@ -96,8 +103,12 @@ def compute_change_mask(
     captioner should use when it compares colours.
     """
     n_valid = max(1, int(valid.sum()))
-    blurred_before = memoised(before, f"blur {config.blur_sigma}", lambda image: _blurred(image, config.blur_sigma))
-    blurred_after = memoised(after, f"blur {config.blur_sigma}", lambda image: _blurred(image, config.blur_sigma))
+    blurred_before = memoised(
+        before, f"blur {config.blur_sigma}", lambda image: _blurred(image, config.blur_sigma)
+    )
+    blurred_after = memoised(
+        after, f"blur {config.blur_sigma}", lambda image: _blurred(image, config.blur_sigma)
+    )
     raw_distance = _distance(blurred_before, blurred_after)
     raw_fraction = float(((raw_distance > config.delta) & valid).sum()) / n_valid
     corrected = after
@@ -124,7 +135,9 @@ def compute_change_mask(
     return mask, corrected
 
 
-def _mean_correction(after: np.ndarray, valid: np.ndarray, gains: np.ndarray, offsets: np.ndarray) -> float:
+def _mean_correction(
+    after: np.ndarray, valid: np.ndarray, gains: np.ndarray, offsets: np.ndarray
+) -> float:
     """Mean absolute change in grey levels the correction makes over the valid pixels
     (sub-sampled), clipped to the 0-255 range as the image would be."""
     stride = max(1, int(np.sqrt(valid.size / _FIT_SAMPLES)))
@@ -134,7 +147,9 @@ def _mean_correction(after: np.ndarray, valid: np.ndarray, gains: np.ndarray, of
     return float(np.abs(np.clip(pixels * gains + offsets, 0, 255) - pixels).mean())
 
 
-def is_relit(before: np.ndarray, after: np.ndarray, region: np.ndarray, min_correlation: float) -> bool:
+def is_relit(
+    before: np.ndarray, after: np.ndarray, region: np.ndarray, min_correlation: float
+) -> bool:
     """True when a changed region keeps its structure and colours and only its light changed.
 
     before, after: (H, W, 3) uint8 crops; region: (H, W) bool. When the same surfaces are lit

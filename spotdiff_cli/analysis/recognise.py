@@ -35,8 +35,8 @@ import cv2
 import numpy as np
 
 from ..errors import InputError
-from ..weights import resolve_weights
 from ..geometry import box_iou
+from ..weights import resolve_weights
 
 Source = Literal["hog", "imagenet"]
 
@@ -51,22 +51,41 @@ DEFAULT_MIN_CONFIDENCE = 0.35
 # park, and wolves, foxes and big cats (a tiger is not "a cat" in a caption).
 IMAGENET_GROUPS: dict[str, dict[int, str]] = {
     "car": {
-        436: "beach wagon", 468: "cab", 511: "convertible", 609: "jeep", 627: "limousine",
-        656: "minivan", 661: "Model T", 751: "racer", 817: "sports car",
+        436: "beach wagon",
+        468: "cab",
+        511: "convertible",
+        609: "jeep",
+        627: "limousine",
+        656: "minivan",
+        661: "Model T",
+        751: "racer",
+        817: "sports car",
         # Car parts win often on crops that cut a car: they still mean "car".
-        475: "car mirror", 479: "car wheel", 581: "grille",
+        475: "car mirror",
+        479: "car wheel",
+        581: "grille",
     },
     "van": {407: "ambulance", 654: "minibus", 734: "police van", 757: "recreational vehicle"},
     "truck": {
-        555: "fire engine", 569: "garbage truck", 675: "moving van", 717: "pickup",
-        864: "tow truck", 867: "trailer truck",
+        555: "fire engine",
+        569: "garbage truck",
+        675: "moving van",
+        717: "pickup",
+        864: "tow truck",
+        867: "trailer truck",
     },
     "bus": {779: "school bus", 874: "trolleybus"},
     "bicycle": {444: "bicycle-built-for-two", 671: "mountain bike", 870: "tricycle"},
     "motorcycle": {665: "moped", 670: "motor scooter"},
     # 151-268 are the 118 dog breeds, in one contiguous block of ImageNet-1k.
     "dog": {i: "" for i in range(151, 269)},
-    "cat": {281: "tabby", 282: "tiger cat", 283: "Persian cat", 284: "Siamese cat", 285: "Egyptian cat"},
+    "cat": {
+        281: "tabby",
+        282: "tiger cat",
+        283: "Persian cat",
+        284: "Siamese cat",
+        285: "Egyptian cat",
+    },
     # Birds sit in three blocks: 7-24 (cock … great grey owl), 80-100 (black grouse … black swan),
     # 127-146 (white stork … albatross).
     "bird": {i: "" for i in (*range(7, 25), *range(80, 101), *range(127, 147))},
@@ -140,25 +159,38 @@ def recognise(
 Region = tuple[np.ndarray, tuple[int, int, int, int], "np.ndarray | None"]  # (image, bbox, mask)
 
 
-def recognise_many(regions: list[Region], *, min_confidence: float = DEFAULT_MIN_CONFIDENCE) -> list[Recognition | None]:
+def recognise_many(
+    regions: list[Region], *, min_confidence: float = DEFAULT_MIN_CONFIDENCE
+) -> list[Recognition | None]:
     """:func:`recognise` for several regions (of one or several images) with one classifier
     forward pass for all of them: a batch of N costs much less than N passes on a CPU."""
     boxes: list[tuple[int, int, int, int] | None] = []
     for image_rgb, bbox, mask in regions:
         if image_rgb.ndim != 3 or image_rgb.shape[2] != 3 or image_rgb.dtype != np.uint8:
-            raise InputError(f"recognise() needs an (H, W, 3) uint8 RGB image, got {image_rgb.shape} {image_rgb.dtype}")
+            raise InputError(
+                f"recognise() needs an (H, W, 3) uint8 RGB image, got {image_rgb.shape} {image_rgb.dtype}"
+            )
         if mask is not None and mask.shape[:2] != image_rgb.shape[:2]:
-            raise InputError(f"mask shape {mask.shape} does not match image shape {image_rgb.shape[:2]}")
+            raise InputError(
+                f"mask shape {mask.shape} does not match image shape {image_rgb.shape[:2]}"
+            )
         box = _clip_box(bbox, image_rgb.shape[1], image_rgb.shape[0])
         boxes.append(box if box is not None and min(box[2], box[3]) >= _MIN_SIDE else None)
     wanted = [(regions[i][0], box) for i, box in enumerate(boxes) if box is not None]
     groups = iter(_group_masses(_imagenet_probs(wanted)) if wanted else [])
-    return [None if box is None else _decide(image, box, mask, next(groups), min_confidence)
-            for (image, _, mask), box in zip(regions, boxes)]
+    return [
+        None if box is None else _decide(image, box, mask, next(groups), min_confidence)
+        for (image, _, mask), box in zip(regions, boxes)
+    ]
 
 
-def _decide(image_rgb: np.ndarray, box: tuple[int, int, int, int], mask: np.ndarray | None,
-            groups: dict[str, float], min_confidence: float) -> Recognition | None:
+def _decide(
+    image_rgb: np.ndarray,
+    box: tuple[int, int, int, int],
+    mask: np.ndarray | None,
+    groups: dict[str, float],
+    min_confidence: float,
+) -> Recognition | None:
     """The noun for one region, from the classifier's group masses and (maybe) HOG."""
     vehicle_mass = sum(groups[g] for g in VEHICLE_GROUPS)
     candidates: list[Recognition] = []
@@ -188,7 +220,10 @@ def classify_groups(image_rgb: np.ndarray, bbox: tuple[int, int, int, int]) -> d
 
 def _group_masses(probs: np.ndarray) -> list[dict[str, float]]:
     """(N, 1000) softmax rows -> per row, the summed probability of each noun group."""
-    return [{group: float(row[list(classes)].sum()) for group, classes in IMAGENET_GROUPS.items()} for row in probs]
+    return [
+        {group: float(row[list(classes)].sum()) for group, classes in IMAGENET_GROUPS.items()}
+        for row in probs
+    ]
 
 
 # --------------------------------------------------------------------------------------------------
@@ -202,11 +237,15 @@ def _imagenet_probs(items: list[tuple[np.ndarray, tuple[int, int, int, int]]]) -
     for image_rgb, (x, y, w, h) in items:
         side = int(round(max(w, h) * (1 + 2 * _CLS_PAD)))
         cx, cy = x + w / 2, y + h / 2
-        crop = _crop_padded(image_rgb, int(round(cx - side / 2)), int(round(cy - side / 2)), side, side)
+        crop = _crop_padded(
+            image_rgb, int(round(cx - side / 2)), int(round(cy - side / 2)), side, side
+        )
         # INTER_AREA when shrinking (anti-aliased, like the bicubic+antialias timm used in training).
         interp = cv2.INTER_AREA if side > _INPUT else cv2.INTER_CUBIC
         crops.append(cv2.resize(crop, (_INPUT, _INPUT), interpolation=interp))
-    blob = cv2.dnn.blobFromImages(crops, 1 / 127.5, (_INPUT, _INPUT), (127.5, 127.5, 127.5), swapRB=False)
+    blob = cv2.dnn.blobFromImages(
+        crops, 1 / 127.5, (_INPUT, _INPUT), (127.5, 127.5, 127.5), swapRB=False
+    )
     net = _classifier_net()
     with _NET_LOCK:
         net.setInput(blob)
@@ -288,7 +327,9 @@ def _hog() -> cv2.HOGDescriptor:
     return hog
 
 
-def _detect_person(image_rgb: np.ndarray, box: tuple[int, int, int, int], mask: np.ndarray | None) -> Recognition | None:
+def _detect_person(
+    image_rgb: np.ndarray, box: tuple[int, int, int, int], mask: np.ndarray | None
+) -> Recognition | None:
     x, y, w, h = box
     if h / w < _HOG_MIN_ASPECT:
         return None
@@ -296,10 +337,17 @@ def _detect_person(image_rgb: np.ndarray, box: tuple[int, int, int, int], mask: 
     cx0, cy0, cw, ch = x - px, y - py, w + 2 * px, h + 2 * py
     scale = _HOG_BOX_HEIGHT / h
     crop = _crop_padded(image_rgb, cx0, cy0, cw, ch)
-    crop = cv2.resize(crop, (max(64, round(cw * scale)), max(128, round(ch * scale))),
-                      interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR)
-    gray = cv2.cvtColor(crop, cv2.COLOR_RGB2GRAY)  # HOG uses the strongest channel; grey is ~2× faster
-    rects, weights = _hog().detectMultiScale(gray, hitThreshold=0.0, winStride=(4, 4), padding=(8, 8), scale=1.05)
+    crop = cv2.resize(
+        crop,
+        (max(64, round(cw * scale)), max(128, round(ch * scale))),
+        interpolation=cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR,
+    )
+    gray = cv2.cvtColor(
+        crop, cv2.COLOR_RGB2GRAY
+    )  # HOG uses the strongest channel; grey is ~2× faster
+    rects, weights = _hog().detectMultiScale(
+        gray, hitThreshold=0.0, winStride=(4, 4), padding=(8, 8), scale=1.05
+    )
     if len(rects) == 0:
         return None
 
@@ -313,7 +361,7 @@ def _detect_person(image_rgb: np.ndarray, box: tuple[int, int, int, int], mask: 
     for (rx, ry, rw, rh), weight in zip(rects, np.asarray(weights).reshape(-1)):
         if box_iou((rx, ry, rw, rh), target) < _HOG_MIN_OVERLAP:
             continue
-        if mask is not None and total > 0 and m[ry:ry + rh, rx:rx + rw].sum() < 0.5 * total:
+        if mask is not None and total > 0 and m[ry : ry + rh, rx : rx + rw].sum() < 0.5 * total:
             continue
         best = max(best, float(weight))
     if best <= 0:
@@ -325,7 +373,9 @@ def _detect_person(image_rgb: np.ndarray, box: tuple[int, int, int, int], mask: 
 # geometry
 
 
-def _clip_box(bbox: tuple[int, int, int, int], width: int, height: int) -> tuple[int, int, int, int] | None:
+def _clip_box(
+    bbox: tuple[int, int, int, int], width: int, height: int
+) -> tuple[int, int, int, int] | None:
     x, y, w, h = (int(round(v)) for v in bbox)
     x0, y0, x1, y1 = max(0, x), max(0, y), min(width, x + w), min(height, y + h)
     return (x0, y0, x1 - x0, y1 - y0) if x1 > x0 and y1 > y0 else None
@@ -345,5 +395,3 @@ def _crop_padded(image: np.ndarray, x: int, y: int, w: int, h: int) -> np.ndarra
         fill = (127, 127, 127) if image.ndim == 3 else 0  # masks are padded with "unchanged"
         inner = cv2.copyMakeBorder(inner, top, bottom, left, right, cv2.BORDER_CONSTANT, value=fill)
     return inner
-
-

@@ -1,6 +1,20 @@
 """Captioners: turn an analysed pair into sentences. One module per model family, listed in
 ``registry.FAMILY_MODULES``; each registers its model names; ``create_model(name, ...)`` builds one."""
 
-from .registry import available_models, create_captioner, create_model, model_info, register_captioner, register_model
+from .registry import (
+    available_models,
+    create_captioner,
+    create_model,
+    model_info,
+    register_captioner,
+    register_model,
+)
 
-__all__ = ["available_models", "create_captioner", "create_model", "model_info", "register_captioner", "register_model"]
+__all__ = [
+    "available_models",
+    "create_captioner",
+    "create_model",
+    "model_info",
+    "register_captioner",
+    "register_model",
+]

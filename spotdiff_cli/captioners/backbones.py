@@ -92,7 +92,9 @@ def create_backbone(
         import difflib
 
         close = difflib.get_close_matches(name, [*_TIMM_ARCH, *timm.list_models()], n=3)
-        raise ModelError(f"unknown backbone '{name}'" + (f"; did you mean {', '.join(close)}?" if close else ""))
+        raise ModelError(
+            f"unknown backbone '{name}'" + (f"; did you mean {', '.join(close)}?" if close else "")
+        )
 
     model, source = _build_timm(name, arch, weights, pretrained)
     if arch == "resnet101":
@@ -113,7 +115,9 @@ def create_classifier(weights: str | Path | None = None) -> tuple[torch.nn.Modul
     (0.5/0.5: inputs in [-1, 1]) to logits ``(B, 1000)`` in ImageNet-1k class order. This is the
     network ``scripts/export_classifier.py`` exports to ONNX for the torch-free recogniser.
     """
-    model, source = _build_timm("efficientnet_lite0", _TIMM_ARCH["efficientnet_lite0"], weights, True)
+    model, source = _build_timm(
+        "efficientnet_lite0", _TIMM_ARCH["efficientnet_lite0"], weights, True
+    )
     model.eval()
     return model, _describe("efficientnet_lite0", _TIMM_ARCH["efficientnet_lite0"], model, source)
 
@@ -152,7 +156,9 @@ def map_lite0_state_dict(source: dict[str, Any], target: dict[str, Any]) -> dict
             f"expects {len(target)}: not the same architecture"
         )
     mapped: dict[str, Any] = {}
-    for i, ((src_key, tensor), (dst_key, dst_tensor)) in enumerate(zip(source.items(), target.items())):
+    for i, ((src_key, tensor), (dst_key, dst_tensor)) in enumerate(
+        zip(source.items(), target.items())
+    ):
         if tuple(tensor.shape) != tuple(dst_tensor.shape):
             raise ModelError(
                 f"efficientnet-lite0 weights: tensor {i} '{src_key}' {tuple(tensor.shape)} does not fit "
@@ -166,7 +172,9 @@ def map_lite0_state_dict(source: dict[str, Any], target: dict[str, Any]) -> dict
 # helpers
 
 
-def _build_timm(name: str, arch: str, weights: str | Path | None, pretrained: bool) -> tuple[Any, str | None]:
+def _build_timm(
+    name: str, arch: str, weights: str | Path | None, pretrained: bool
+) -> tuple[Any, str | None]:
     """Create ``arch`` with its ImageNet head and load weights; return (model, weights file)."""
     import timm
 
@@ -193,9 +201,13 @@ def _build_timm(name: str, arch: str, weights: str | Path | None, pretrained: bo
 
     # Everything else: timm reads the local file itself (strict, and it adapts the head if needed).
     try:
-        model = timm.create_model(arch, pretrained=True, pretrained_cfg_overlay=dict(file=str(path)))
+        model = timm.create_model(
+            arch, pretrained=True, pretrained_cfg_overlay=dict(file=str(path))
+        )
     except RuntimeError as exc:  # load_state_dict's missing/unexpected keys or shape mismatch
-        raise ModelError(f"weights {path} do not fit backbone '{arch}': {str(exc).splitlines()[0]}") from exc
+        raise ModelError(
+            f"weights {path} do not fit backbone '{arch}': {str(exc).splitlines()[0]}"
+        ) from exc
     return model, str(path)
 
 
@@ -217,7 +229,13 @@ def _describe(name: str, arch: str, model: Any, source: str | None) -> BackboneI
     else:  # (B, classes)
         channels, grid = int(out.shape[1]), (1, 1)
     return BackboneInfo(
-        name=name, timm_arch=arch, channels=channels, grid=grid, input_size=(h, w),
-        mean=tuple(float(v) for v in cfg["mean"]), std=tuple(float(v) for v in cfg["std"]),  # type: ignore[arg-type]
-        interpolation=str(cfg["interpolation"]), weights=source,
+        name=name,
+        timm_arch=arch,
+        channels=channels,
+        grid=grid,
+        input_size=(h, w),
+        mean=tuple(float(v) for v in cfg["mean"]),
+        std=tuple(float(v) for v in cfg["std"]),  # type: ignore[arg-type]
+        interpolation=str(cfg["interpolation"]),
+        weights=source,
     )

@@ -30,14 +30,20 @@ from ..errors import ModelError
 from .vocab import Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
-    import torch
+    pass
 
 FORMAT_VERSION = 1
 REQUIRED_KEYS = ("format_version", "model", "config", "vocab", "state_dict")
 
 
-def checkpoint_dict(model: Any, extra: dict[str, Any] | None = None, *, name: str | None = None,
-                    backbone: str | None = None, half: bool = False) -> dict[str, Any]:
+def checkpoint_dict(
+    model: Any,
+    extra: dict[str, Any] | None = None,
+    *,
+    name: str | None = None,
+    backbone: str | None = None,
+    half: bool = False,
+) -> dict[str, Any]:
     """The checkpoint of ``model`` as a plain dict (what ``save_checkpoint`` writes).
 
     ``model`` needs ``config`` (dict), ``vocab`` (Vocabulary) and ``state_dict()``; its registry
@@ -49,11 +55,15 @@ def checkpoint_dict(model: Any, extra: dict[str, Any] | None = None, *, name: st
 
     name = name or getattr(model, "name", "") or ""
     if not name:
-        raise ModelError("cannot save a checkpoint of a model without a registry name (set model.name)")
+        raise ModelError(
+            "cannot save a checkpoint of a model without a registry name (set model.name)"
+        )
     config = dict(getattr(model, "config", {}) or {})
     vocab = getattr(model, "vocab", None)
     if not isinstance(vocab, Vocabulary):
-        raise ModelError(f"model '{name}' has no Vocabulary in .vocab; a checkpoint must carry its vocabulary")
+        raise ModelError(
+            f"model '{name}' has no Vocabulary in .vocab; a checkpoint must carry its vocabulary"
+        )
     backbone = backbone or config.get("backbone") or getattr(model, "backbone_name", None)
 
     def plain(state_dict: dict[str, Any]) -> dict[str, Any]:
@@ -81,7 +91,9 @@ def checkpoint_dict(model: Any, extra: dict[str, Any] | None = None, *, name: st
     return data
 
 
-def save_checkpoint(path: str | Path, model: Any, extra: dict[str, Any] | None = None, **kwargs: Any) -> Path:
+def save_checkpoint(
+    path: str | Path, model: Any, extra: dict[str, Any] | None = None, **kwargs: Any
+) -> Path:
     """Write ``checkpoint_dict(model, extra, **kwargs)`` to ``path`` atomically; returns the path."""
     import torch
 
@@ -95,10 +107,18 @@ def save_checkpoint(path: str | Path, model: Any, extra: dict[str, Any] | None =
 
 
 # The fix every "this is not a checkpoint we can use" message ends with.
-_FIX = "use a .pt written by `spotdiff train`, or the shipped weights (--model NAME without --weights)"
+_FIX = (
+    "use a .pt written by `spotdiff train`, or the shipped weights (--model NAME without --weights)"
+)
 
 # Field -> type a checkpoint must hold, beyond REQUIRED_KEYS being present ("extra" is optional).
-_FIELD_TYPES: dict[str, type] = {"model": str, "config": dict, "vocab": dict, "state_dict": dict, "extra": dict}
+_FIELD_TYPES: dict[str, type] = {
+    "model": str,
+    "config": dict,
+    "vocab": dict,
+    "state_dict": dict,
+    "extra": dict,
+}
 
 
 def _first_line(exc: BaseException, limit: int = 200) -> str:
@@ -112,17 +132,25 @@ def _unreadable(path: Path, exc: BaseException) -> ModelError:
     with path.open("rb") as fh:
         head = fh.read(512)
     if not head:
-        return ModelError(f"{path} is empty (0 bytes), not a checkpoint: an interrupted copy or download? {_FIX}")
+        return ModelError(
+            f"{path} is empty (0 bytes), not a checkpoint: an interrupted copy or download? {_FIX}"
+        )
     if head.startswith(b"PK\x03\x04"):  # torch.save's zip container, cut short or corrupted
-        return ModelError(f"{path} is a truncated or damaged checkpoint (its zip archive does not read): "
-                          f"copy or download it again, or {_FIX}")
+        return ModelError(
+            f"{path} is a truncated or damaged checkpoint (its zip archive does not read): "
+            f"copy or download it again, or {_FIX}"
+        )
     if head[:1] == b"\x80":  # a pickle (protocol 2+) that weights_only=True refused
-        return ModelError(f"{path} is a pickle of other Python objects, not a spotdiff checkpoint (checkpoints load "
-                          f"with weights_only=True: tensors and plain types, never arbitrary objects): {_FIX}")
+        return ModelError(
+            f"{path} is a pickle of other Python objects, not a spotdiff checkpoint (checkpoints load "
+            f"with weights_only=True: tensors and plain types, never arbitrary objects): {_FIX}"
+        )
     try:  # incremental: a character cut at byte 512 is not a decoding error
         codecs.getincrementaldecoder("utf-8")().decode(head, final=False)
     except UnicodeDecodeError:
-        return ModelError(f"{path} is not a spotdiff checkpoint (its bytes are no format spotdiff reads): {_FIX}")
+        return ModelError(
+            f"{path} is not a spotdiff checkpoint (its bytes are no format spotdiff reads): {_FIX}"
+        )
     return ModelError(f"{path} is a text file, not a spotdiff checkpoint: {_FIX}")
 
 
@@ -144,14 +172,21 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
             warnings.simplefilter("ignore")
             data = torch.load(path, map_location="cpu", weights_only=True)
     except OSError as exc:
-        raise ModelError(f"cannot read checkpoint {path}: {exc.strerror or _first_line(exc)}") from exc
+        raise ModelError(
+            f"cannot read checkpoint {path}: {exc.strerror or _first_line(exc)}"
+        ) from exc
     except Exception as exc:  # noqa: BLE001 - torch.load raises whatever the bytes trigger (KeyError, EOFError, ...)
         raise _unreadable(path, exc) from exc
     if not isinstance(data, dict) or any(k not in data for k in REQUIRED_KEYS):
         missing = [k for k in REQUIRED_KEYS if not isinstance(data, dict) or k not in data]
-        raise ModelError(f"{path} is not a spotdiff captioner checkpoint (missing {', '.join(missing)}): {_FIX}")
-    wrong = [f"'{k}' is {type(data[k]).__name__}, not {t.__name__}"
-             for k, t in _FIELD_TYPES.items() if k in data and not isinstance(data[k], t)]
+        raise ModelError(
+            f"{path} is not a spotdiff captioner checkpoint (missing {', '.join(missing)}): {_FIX}"
+        )
+    wrong = [
+        f"'{k}' is {type(data[k]).__name__}, not {t.__name__}"
+        for k, t in _FIELD_TYPES.items()
+        if k in data and not isinstance(data[k], t)
+    ]
     if wrong:
         raise ModelError(f"{path} is a damaged checkpoint ({'; '.join(wrong)}): {_FIX}")
     if data["format_version"] != FORMAT_VERSION:
@@ -162,7 +197,9 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     return data
 
 
-def build_captioner(name: str, config: dict[str, Any], vocab: Vocabulary, device: str = "cpu") -> Any:
+def build_captioner(
+    name: str, config: dict[str, Any], vocab: Vocabulary, device: str = "cpu"
+) -> Any:
     """A fresh (untrained) captioner through the registry: the factory receives
     ``weights=None, device=device, config=config, vocab=vocab`` and calls ``__init__(config, vocab)``."""
     from .registry import create_model
@@ -185,7 +222,9 @@ def resolve_checkpoint(name_or_path: str | Path | None, model: str | None = None
     return resolve_weights(None if name_or_path is None else str(name_or_path), kind=model)
 
 
-def load_checkpoint(path: str | Path | None, device: str = "cpu", model: str | None = None) -> tuple[Any, dict[str, Any]]:
+def load_checkpoint(
+    path: str | Path | None, device: str = "cpu", model: str | None = None
+) -> tuple[Any, dict[str, Any]]:
     """Rebuild the captioner a checkpoint describes and load its weights.
 
     ``path`` is a file, or a name ``resolve_checkpoint`` finds (a manifest entry such as
@@ -202,7 +241,11 @@ def load_checkpoint(path: str | Path | None, device: str = "cpu", model: str | N
     model = _rebuild(path, data, device)
     try:
         model.load_state_dict(data["state_dict"], strict=True)
-    except (RuntimeError, TypeError, AttributeError) as exc:  # wrong keys or shapes, or non-tensor values
+    except (
+        RuntimeError,
+        TypeError,
+        AttributeError,
+    ) as exc:  # wrong keys or shapes, or non-tensor values
         raise ModelError(
             f"checkpoint {path} does not fit model '{data['model']}' as this spotdiff builds it "
             f"({_first_line(exc)}); was it written by another version?"
@@ -226,8 +269,10 @@ def _rebuild(path: Path, data: dict[str, Any], device: str) -> Any:
 
     name = data["model"]
     if name not in available_models():
-        raise ModelError(f"{path} holds a '{name}' model, which this spotdiff does not know (available: "
-                         f"{', '.join(available_models())}): upgrade spotdiff or {_FIX}")
+        raise ModelError(
+            f"{path} holds a '{name}' model, which this spotdiff does not know (available: "
+            f"{', '.join(available_models())}): upgrade spotdiff or {_FIX}"
+        )
     try:
         vocab = Vocabulary.from_dict(data["vocab"])
     except (ModelError, KeyError, TypeError, ValueError) as exc:
@@ -235,11 +280,15 @@ def _rebuild(path: Path, data: dict[str, Any], device: str) -> Any:
     try:
         return build_captioner(name, data["config"], vocab, device)
     except (ModelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
-        raise ModelError(f"{path}: its stored config does not build a '{name}' model ({_first_line(exc)}); "
-                         f"the file is damaged or from another spotdiff version: {_FIX}") from exc
+        raise ModelError(
+            f"{path}: its stored config does not build a '{name}' model ({_first_line(exc)}); "
+            f"the file is damaged or from another spotdiff version: {_FIX}"
+        ) from exc
 
 
-def load_backbone(data: dict[str, Any], device: str = "cpu", path: Any = "checkpoint") -> tuple[Any, Any]:
+def load_backbone(
+    data: dict[str, Any], device: str = "cpu", path: Any = "checkpoint"
+) -> tuple[Any, Any]:
     """The fine-tuned backbone a checkpoint dict carries: ``(module, BackboneInfo)`` on ``device``,
     in eval mode (architecture from ``data["backbone"]``, weights from ``backbone_state_dict``)."""
     from .backbones import create_backbone
@@ -248,9 +297,11 @@ def load_backbone(data: dict[str, Any], device: str = "cpu", path: Any = "checkp
         module, info = create_backbone(str(data.get("backbone")), pretrained=False)
         module.load_state_dict(data["backbone_state_dict"], strict=True)
     except (ModelError, RuntimeError, TypeError, AttributeError) as exc:
-        raise ModelError(f"{path}: its fine-tuned backbone does not fit '{data.get('backbone')}' "
-                         f"({_first_line(exc)}); the file is damaged or from another spotdiff version: "
-                         f"{_FIX}") from exc
+        raise ModelError(
+            f"{path}: its fine-tuned backbone does not fit '{data.get('backbone')}' "
+            f"({_first_line(exc)}); the file is damaged or from another spotdiff version: "
+            f"{_FIX}"
+        ) from exc
     return module.to(device).eval(), info
 
 
@@ -264,13 +315,19 @@ def slim_checkpoint(src: str | Path, dst: str | Path, half: bool = True) -> Path
     from ..atomic import atomic_write_bytes
 
     data = read_checkpoint(src)
-    data["extra"] = {k: v for k, v in data.get("extra", {}).items() if k not in ("optimizer", "rng", "scaler")}
+    data["extra"] = {
+        k: v for k, v in data.get("extra", {}).items() if k not in ("optimizer", "rng", "scaler")
+    }
     if half:
-        data["state_dict"] = {k: (v.half() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-                              for k, v in data["state_dict"].items()}
+        data["state_dict"] = {
+            k: (v.half() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+            for k, v in data["state_dict"].items()
+        }
         if "backbone_state_dict" in data:
-            data["backbone_state_dict"] = {k: (v.half() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
-                                           for k, v in data["backbone_state_dict"].items()}
+            data["backbone_state_dict"] = {
+                k: (v.half() if isinstance(v, torch.Tensor) and v.is_floating_point() else v)
+                for k, v in data["backbone_state_dict"].items()
+            }
     buffer = _io.BytesIO()
     torch.save(data, buffer)
     atomic_write_bytes(dst, buffer.getvalue())

@@ -20,8 +20,9 @@ Strategy objects in the manner of whisper's ``TokenDecoder``: ``GreedyDecoder``,
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import torch
 
@@ -69,7 +70,9 @@ def length_penalty(length: int, alpha: float) -> float:
     return max(1, length) ** alpha
 
 
-def _suppress(log_probs: torch.Tensor, suppress: Sequence[int], min_len_reached: bool) -> torch.Tensor:
+def _suppress(
+    log_probs: torch.Tensor, suppress: Sequence[int], min_len_reached: bool
+) -> torch.Tensor:
     log_probs = log_probs.float().clone()
     if suppress:
         log_probs[:, list(suppress)] = -math.inf
@@ -81,11 +84,15 @@ def _suppress(log_probs: torch.Tensor, suppress: Sequence[int], min_len_reached:
 class GreedyDecoder:
     """The most probable token at every step (Spot-the-diff §3.3)."""
 
-    def __init__(self, max_len: int = 25, min_len: int = 1, suppress: Sequence[int] = DEFAULT_SUPPRESS) -> None:
+    def __init__(
+        self, max_len: int = 25, min_len: int = 1, suppress: Sequence[int] = DEFAULT_SUPPRESS
+    ) -> None:
         self.max_len, self.min_len, self.suppress = max_len, min_len, tuple(suppress)
 
     @torch.no_grad()
-    def decode(self, step: StepFn, state: Any, batch_size: int, device: torch.device | str = "cpu") -> list[Hypothesis]:
+    def decode(
+        self, step: StepFn, state: Any, batch_size: int, device: torch.device | str = "cpu"
+    ) -> list[Hypothesis]:
         """Decode ``batch_size`` sequences; at most ``max_len`` tokens before ``<eos>``."""
         tokens = torch.full((batch_size, 1), BOS_ID, dtype=torch.long, device=device)
         total = torch.zeros(batch_size, device=device)
@@ -119,15 +126,23 @@ class BeamDecoder:
     cannot beat the worst kept one (exact for alpha = 0, where scores only fall; the usual heuristic
     otherwise). At ``max_len`` every live beam is closed with ``<eos>``."""
 
-    def __init__(self, beam: int = 3, max_len: int = 25, alpha: float = 1.0, min_len: int = 1,
-                 suppress: Sequence[int] = DEFAULT_SUPPRESS) -> None:
+    def __init__(
+        self,
+        beam: int = 3,
+        max_len: int = 25,
+        alpha: float = 1.0,
+        min_len: int = 1,
+        suppress: Sequence[int] = DEFAULT_SUPPRESS,
+    ) -> None:
         if beam < 1:
             raise ValueError(f"beam size must be at least 1, got {beam}")
         self.beam, self.max_len, self.alpha, self.min_len = beam, max_len, alpha, min_len
         self.suppress = tuple(suppress)
 
     @torch.no_grad()
-    def decode(self, step: StepFn, state: Any, batch_size: int, device: torch.device | str = "cpu") -> list[Hypothesis]:
+    def decode(
+        self, step: StepFn, state: Any, batch_size: int, device: torch.device | str = "cpu"
+    ) -> list[Hypothesis]:
         """``state`` is for ``batch_size`` rows; it is expanded to ``batch_size * beam`` rows here
         (row ``b * beam + j`` is beam j of item b)."""
         k = self.beam
@@ -186,8 +201,13 @@ class BeamDecoder:
                     next_scores.append(-math.inf)
                     live += 1
             index = torch.tensor(next_rows, dtype=torch.long, device=device)
-            tokens = torch.cat([tokens.index_select(0, index),
-                                torch.tensor(next_tokens, dtype=torch.long, device=device)[:, None]], dim=1)
+            tokens = torch.cat(
+                [
+                    tokens.index_select(0, index),
+                    torch.tensor(next_tokens, dtype=torch.long, device=device)[:, None],
+                ],
+                dim=1,
+            )
             scores = torch.tensor(next_scores, device=device).view(batch_size, k)
             state = reorder_state(state, index)
             for b in range(batch_size):
@@ -197,7 +217,10 @@ class BeamDecoder:
                     done[b] = best_live / length_penalty(t + 2, self.alpha) <= worst_kept
             if all(done):
                 break
-        return [max(f, key=lambda h: h.score) if f else Hypothesis([], 0.0, 0.0, False) for f in finished]
+        return [
+            max(f, key=lambda h: h.score) if f else Hypothesis([], 0.0, 0.0, False)
+            for f in finished
+        ]
 
     def _keep(self, kept: list[Hypothesis], hyp: Hypothesis) -> None:
         """Add ``hyp`` to an item's finished list, keeping the ``beam`` best by score."""
@@ -206,7 +229,9 @@ class BeamDecoder:
             kept.remove(min(kept, key=lambda h: h.score))
 
     def _hyp(self, seq: list[int], log_prob: float, ended: bool) -> Hypothesis:
-        return Hypothesis(seq, log_prob, log_prob / length_penalty(len(seq) + int(ended), self.alpha), ended)
+        return Hypothesis(
+            seq, log_prob, log_prob / length_penalty(len(seq) + int(ended), self.alpha), ended
+        )
 
 
 def decode(
@@ -234,4 +259,6 @@ def decode(
     """
     if beam <= 1:
         return GreedyDecoder(max_len, min_len, suppress).decode(step, state, batch_size, device)
-    return BeamDecoder(beam, max_len, alpha, min_len, suppress).decode(step, state, batch_size, device)
+    return BeamDecoder(beam, max_len, alpha, min_len, suppress).decode(
+        step, state, batch_size, device
+    )

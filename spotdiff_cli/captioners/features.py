@@ -20,8 +20,9 @@ the functions that need it, so importing this module stays cheap.
 from __future__ import annotations
 
 import functools
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
 
 import cv2
 import numpy as np
@@ -59,7 +60,7 @@ def resize_for_backbone(image: np.ndarray, size: tuple[int, int]) -> np.ndarray:
     return cv2.resize(image, (width, height), interpolation=cv2.INTER_AREA)
 
 
-def normalise_for_backbone(images: "torch.Tensor", info: "BackboneInfo") -> "torch.Tensor":
+def normalise_for_backbone(images: torch.Tensor, info: BackboneInfo) -> torch.Tensor:
     """(N, 3, h, w) uint8 RGB -> (N, 3, h, w) float32 ``(x / 255 - mean) / std``, the
     normalisation of the backbone's pretrained config (``info.mean``/``info.std``), on the
     tensor's device. Differentiable after the cast, so fine-tuning uses it too."""
@@ -72,7 +73,9 @@ def normalise_for_backbone(images: "torch.Tensor", info: "BackboneInfo") -> "tor
 
 
 @functools.lru_cache(maxsize=4)
-def get_backbone(name: str = "efficientnet_lite0", device: str = "cpu", weights: str | None = None) -> Backbone:
+def get_backbone(
+    name: str = "efficientnet_lite0", device: str = "cpu", weights: str | None = None
+) -> Backbone:
     """``create_backbone(name)`` once per process and device: describe() is called per pair."""
     from .backbones import create_backbone
 
@@ -80,8 +83,12 @@ def get_backbone(name: str = "efficientnet_lite0", device: str = "cpu", weights:
     return module.to(device).eval(), info
 
 
-def backbone_grids(images: Sequence[np.ndarray], backbone: Backbone, device: Any = "cpu",
-                   size: tuple[int, int] | None = None) -> "torch.Tensor":
+def backbone_grids(
+    images: Sequence[np.ndarray],
+    backbone: Backbone,
+    device: Any = "cpu",
+    size: tuple[int, int] | None = None,
+) -> torch.Tensor:
     """(N, C, h, w) float32 grids of N (H, W, 3) uint8 RGB images, without gradients.
 
     Each image is resized to ``size`` (default: the backbone's ``info.input_size``) and
@@ -208,11 +215,19 @@ class PairInputs:
 
     @property
     def descriptions(self) -> list[str]:
-        return [" ".join(s for s in a if s.strip()) for a in self.annotations if any(s.strip() for s in a)]
+        return [
+            " ".join(s for s in a if s.strip())
+            for a in self.annotations
+            if any(s.strip() for s in a)
+        ]
 
 
-def collate(items: Sequence[tuple[PairInputs, int | None]], vocab: Vocabulary, max_len: int = 25,
-            max_description_len: int = 80) -> Batch:
+def collate(
+    items: Sequence[tuple[PairInputs, int | None]],
+    vocab: Vocabulary,
+    max_len: int = 25,
+    max_description_len: int = 80,
+) -> Batch:
     """Stack ``(pair, annotation index or None)`` items into a batch (docs/training-interfaces.md).
 
     ``None`` = no gold text (inference): ``tokens`` is all ``<pad>`` and ``sentence_valid`` False.
@@ -265,11 +280,15 @@ def collate(items: Sequence[tuple[PairInputs, int | None]], vocab: Vocabulary, m
         if multi[i]:
             multi_tokens[i, : len(multi[i])] = torch.tensor(multi[i])
     if images:
-        inputs = {"before_images": torch.from_numpy(np.stack([p.before for p in pairs])),
-                  "after_images": torch.from_numpy(np.stack([p.after for p in pairs]))}
+        inputs = {
+            "before_images": torch.from_numpy(np.stack([p.before for p in pairs])),
+            "after_images": torch.from_numpy(np.stack([p.after for p in pairs])),
+        }
     else:
-        inputs = {"before": torch.from_numpy(np.stack([p.before for p in pairs]).astype(np.float32)),
-                  "after": torch.from_numpy(np.stack([p.after for p in pairs]).astype(np.float32))}
+        inputs = {
+            "before": torch.from_numpy(np.stack([p.before for p in pairs]).astype(np.float32)),
+            "after": torch.from_numpy(np.stack([p.after for p in pairs]).astype(np.float32)),
+        }
     return {
         **inputs,
         "cluster_masks": masks,
@@ -290,30 +309,46 @@ def move_batch(batch: Batch, device: Any) -> Batch:
     """The batch with every tensor on ``device`` (lists stay as they are)."""
     import torch
 
-    return {k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v) for k, v in batch.items()}
+    return {
+        k: (v.to(device, non_blocking=True) if isinstance(v, torch.Tensor) else v)
+        for k, v in batch.items()
+    }
 
 
 # --------------------------------------------------------------------------------------------------
 # inference: one analysed pair
 
 
-def batch_from_analysis(analysis: "Analysis", backbone: Backbone, vocab: Vocabulary,
-                        max_clusters: int = 10, device: str = "cpu") -> Batch:
+def batch_from_analysis(
+    analysis: Analysis,
+    backbone: Backbone,
+    vocab: Vocabulary,
+    max_clusters: int = 10,
+    device: str = "cpu",
+) -> Batch:
     """The one-pair batch for ``generate`` (no gold text) from an analysed pair.
 
     backbone: ``(module, BackboneInfo)`` as ``get_backbone`` / ``create_backbone`` return it.
     Features are computed on the analysed pair (working resolution, after shifted onto before);
     clusters are kept most salient first, at most ``max_clusters``, as in training.
     """
-    clusters = sorted(analysis.clusters, key=lambda c: -c.salience)[: max_clusters if max_clusters > 0 else None]
-    grids = backbone_grids([analysis.pair.before.pixels, analysis.pair.after.pixels], backbone, device)
+    clusters = sorted(analysis.clusters, key=lambda c: -c.salience)[
+        : max_clusters if max_clusters > 0 else None
+    ]
+    grids = backbone_grids(
+        [analysis.pair.before.pixels, analysis.pair.after.pixels], backbone, device
+    )
     _, gh, gw = grids.shape[1:]
     height, width = analysis.mask.active.shape
     masks = np.stack([c.mask for c in clusters]) if clusters else np.zeros((0, height, width), bool)
     feats = np.array([c.features for c in clusters], np.float32).reshape(-1, 4)
     pair = PairInputs(
-        id=analysis.pair.before.source, before=grids[0].cpu().numpy(), after=grids[1].cpu().numpy(),
-        masks=project_masks(masks, (gh, gw)), feats=normalise_prior_features(feats, height, width),
-        cluster_ids=tuple(c.id for c in clusters), annotations=(),
+        id=analysis.pair.before.source,
+        before=grids[0].cpu().numpy(),
+        after=grids[1].cpu().numpy(),
+        masks=project_masks(masks, (gh, gw)),
+        feats=normalise_prior_features(feats, height, width),
+        cluster_ids=tuple(c.id for c in clusters),
+        annotations=(),
     )
     return collate([(pair, None)], vocab)

@@ -21,11 +21,11 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from ..geometry import box_iou
 from ..types import Analysis, Cluster, Sentence
 from .base import Captioner, DescribeOptions, Hint
 from .registry import register_captioner
 from .words import article, colour_name, noun_phrase, region_name, region_phrase, size_word
-from ..geometry import box_iou
 
 # A cluster is "like its surroundings" in one image and "unlike" in the other when the two
 # inpainting residuals differ by this factor and by this many Lab units (chosen on synthetic rectangles and
@@ -57,7 +57,9 @@ class Reading:
     recognition_confidence: float = 0.0
 
 
-def _crop_box(bbox: tuple[int, int, int, int], pad: int, width: int, height: int) -> tuple[int, int, int, int]:
+def _crop_box(
+    bbox: tuple[int, int, int, int], pad: int, width: int, height: int
+) -> tuple[int, int, int, int]:
     x, y, w, h = bbox
     return max(0, x - pad), max(0, y - pad), min(width, x + w + pad), min(height, y + h + pad)
 
@@ -94,6 +96,7 @@ def _inpaint_residual(crop: np.ndarray, region: np.ndarray) -> float:
 def _edge_correlation(a: np.ndarray, b: np.ndarray, sel: np.ndarray) -> float:
     """Correlation of gradient magnitudes of two grey crops over ``sel``: high when the same
     shape is present in both (a repaint), low when one side is plain background."""
+
     def grad(img: np.ndarray) -> np.ndarray:
         g = img.astype(np.float32)
         return cv2.magnitude(cv2.Sobel(g, cv2.CV_32F, 1, 0), cv2.Sobel(g, cv2.CV_32F, 0, 1))
@@ -115,7 +118,13 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
     x0, y0, x1, y1 = _crop_box(cluster.bbox, pad, width, height)
     inside = cluster.mask[y0:y1, x0:x1].astype(np.uint8)
     # Close small gaps and grow by 2 px so the region includes the object's soft edges.
-    region = cv2.dilate(cv2.morphologyEx(inside, cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8)), np.ones((5, 5), np.uint8)) > 0
+    region = (
+        cv2.dilate(
+            cv2.morphologyEx(inside, cv2.MORPH_CLOSE, np.ones((5, 5), np.uint8)),
+            np.ones((5, 5), np.uint8),
+        )
+        > 0
+    )
     crop_b, crop_a = before[y0:y1, x0:x1], after[y0:y1, x0:x1]
     c_before = _inpaint_residual(crop_b, region)
     c_after = _inpaint_residual(crop_a, region)
@@ -159,15 +168,25 @@ def _recognise(analysis: Analysis, readings: list[Reading], hints: tuple[Hint, .
     for reading in readings:
         best = max(hints, key=lambda h: box_iou(h.bbox, reading.cluster.bbox), default=None)
         if best is not None and box_iou(best.bbox, reading.cluster.bbox) >= _HINT_IOU:
-            reading.noun, reading.recognised_by, reading.recognition_confidence = best.noun, best.source, best.confidence
+            reading.noun, reading.recognised_by, reading.recognition_confidence = (
+                best.noun,
+                best.source,
+                best.confidence,
+            )
         else:
             todo.append(reading)
     if not todo:
         return
     from ..analysis.recognise import recognise_many
 
-    regions = [(analysis.pair.before.pixels if r.event == "disappeared" else analysis.pair.after.pixels,
-                r.cluster.bbox, r.cluster.mask) for r in todo]
+    regions = [
+        (
+            analysis.pair.before.pixels if r.event == "disappeared" else analysis.pair.after.pixels,
+            r.cluster.bbox,
+            r.cluster.mask,
+        )
+        for r in todo
+    ]
     for reading, found in zip(todo, recognise_many(regions)):
         if found is not None:
             reading.noun = found.noun
@@ -183,7 +202,9 @@ def _pair_moves(readings: list[Reading]) -> list[tuple[Reading, Reading]]:
     for g in gone:
         for n in new:
             colour_gap = float(np.linalg.norm(g.lab_before - n.lab_after))
-            ratio = max(g.cluster.n_active, n.cluster.n_active) / max(1, min(g.cluster.n_active, n.cluster.n_active))
+            ratio = max(g.cluster.n_active, n.cluster.n_active) / max(
+                1, min(g.cluster.n_active, n.cluster.n_active)
+            )
             if colour_gap < _MOVE_COLOUR and ratio < _MOVE_SIZE_RATIO:
                 candidates.append((colour_gap + 10 * np.log(ratio), g, n))
     candidates.sort(key=lambda item: item[0])
@@ -212,14 +233,25 @@ class GroundedCaptioner(Captioner):
     def describe(self, analysis: Analysis, options: DescribeOptions) -> list[Sentence]:
         height, width = analysis.pair.before.pixels.shape[:2]
         if analysis.scene_changed:
-            return [Sentence("the whole view changed: the camera moved or the scene cut", (), 0.9, "scene")]
+            return [
+                Sentence(
+                    "the whole view changed: the camera moved or the scene cut", (), 0.9, "scene"
+                )
+            ]
         # Read a few more clusters than we will report, so a move's second half is not cut off.
-        readings = [read_cluster(analysis, c) for c in analysis.clusters[: max(1, 2 * options.max_sentences)]]
+        readings = [
+            read_cluster(analysis, c)
+            for c in analysis.clusters[: max(1, 2 * options.max_sentences)]
+        ]
         if options.recognise:
             # Recognition is the expensive step (~40 ms a region): only for the regions that can
             # reach the report, and not for specks too small to show anything recognisable.
             min_side = max(12, min(height, width) // 40)
-            worth = [r for r in readings[: options.max_sentences + 1] if min(r.cluster.bbox[2:]) >= min_side]
+            worth = [
+                r
+                for r in readings[: options.max_sentences + 1]
+                if min(r.cluster.bbox[2:]) >= min_side
+            ]
             _recognise(analysis, worth, options.hints)
 
         items: list[tuple[float, Sentence]] = []
@@ -227,14 +259,28 @@ class GroundedCaptioner(Captioner):
         for gone, new in _pair_moves(readings):
             moved_ids.update((gone.cluster.id, new.cluster.id))
             noun = gone.noun if gone.noun != "object" else new.noun
-            what = noun_phrase(noun, gone.colour_before, size_word(gone.cluster.bbox, width, height))
+            what = noun_phrase(
+                noun, gone.colour_before, size_word(gone.cluster.bbox, width, height)
+            )
             src = region_phrase(gone.cluster.bbox, width, height)
             dst = region_phrase(new.cluster.bbox, width, height)
             dst_name = region_name(new.cluster.bbox, width, height)
-            text = f"the {what} {src} moved to the {dst_name}" if src != dst else f"the {what} {src} moved"
-            details = {"event": "moved", "noun": noun, "colour": gone.colour_before, "from": src, "to": dst}
+            text = (
+                f"the {what} {src} moved to the {dst_name}"
+                if src != dst
+                else f"the {what} {src} moved"
+            )
+            details = {
+                "event": "moved",
+                "noun": noun,
+                "colour": gone.colour_before,
+                "from": src,
+                "to": dst,
+            }
             salience = gone.cluster.salience + new.cluster.salience
-            items.append((salience, Sentence(text, (gone.cluster.id, new.cluster.id), 0.8, "moved", details)))
+            items.append(
+                (salience, Sentence(text, (gone.cluster.id, new.cluster.id), 0.8, "moved", details))
+            )
 
         for r in readings:
             if r.cluster.id in moved_ids:
@@ -249,11 +295,19 @@ class GroundedCaptioner(Captioner):
                 text = f"the {what} {where} is gone"
             elif r.event == "colour":
                 what = noun_phrase(r.noun, "", size)
-                text = f"the {what} {where} changed colour from {r.colour_before} to {r.colour_after}"
+                text = (
+                    f"the {what} {where} changed colour from {r.colour_before} to {r.colour_after}"
+                )
             else:
                 what = noun_phrase(r.noun, "", size)
-                text = f"the {what} {where} changed" if r.noun != "object" else f"something {where} changed"
-            contrast = abs(r.contrast_after - r.contrast_before) / (max(r.contrast_after, r.contrast_before) + 1)
+                text = (
+                    f"the {what} {where} changed"
+                    if r.noun != "object"
+                    else f"something {where} changed"
+                )
+            contrast = abs(r.contrast_after - r.contrast_before) / (
+                max(r.contrast_after, r.contrast_before) + 1
+            )
             confidence = round(float(min(1.0, 0.4 + 0.6 * contrast)), 2)
             details = {
                 "event": r.event,
@@ -264,7 +318,9 @@ class GroundedCaptioner(Captioner):
                 "where": where,
                 "recognition_confidence": round(r.recognition_confidence, 3),
             }
-            items.append((r.cluster.salience, Sentence(text, (r.cluster.id,), confidence, r.event, details)))
+            items.append(
+                (r.cluster.salience, Sentence(text, (r.cluster.id,), confidence, r.event, details))
+            )
 
         items.sort(key=lambda item: -item[0])
         sentences = [s for _, s in items[: options.max_sentences]]
@@ -281,5 +337,7 @@ class GroundedCaptioner(Captioner):
     summary="describes each salient change from what the analysis measured (default; no downloads, no torch)",
     needs_torch=False,
 )
-def _create(weights: str | None = None, device: str = "cpu", **overrides: object) -> GroundedCaptioner:
+def _create(
+    weights: str | None = None, device: str = "cpu", **overrides: object
+) -> GroundedCaptioner:
     return GroundedCaptioner()

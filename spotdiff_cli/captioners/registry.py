@@ -15,8 +15,9 @@ from __future__ import annotations
 
 import difflib
 import importlib
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from ..errors import ModelError
 from .base import Captioner
@@ -77,7 +78,9 @@ def _known(name: str) -> None:
         return
     close = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
     hint = f"; did you mean '{close[0]}'?" if close else ""
-    raise ModelError(f"unknown model '{name}'{hint} (available: {', '.join(names)}; see `spotdiff models`)")
+    raise ModelError(
+        f"unknown model '{name}'{hint} (available: {', '.join(names)}; see `spotdiff models`)"
+    )
 
 
 def model_info(name: str) -> ModelInfo:
@@ -85,7 +88,9 @@ def model_info(name: str) -> ModelInfo:
     return _INFO[name]
 
 
-def create_model(name: str, weights: str | None = None, device: str = "auto", **overrides: Any) -> Captioner:
+def create_model(
+    name: str, weights: str | None = None, device: str = "auto", **overrides: Any
+) -> Captioner:
     """Build a model by name. ``None`` overrides are dropped so unset flags never win."""
     _known(name)
     info = _INFO[name]

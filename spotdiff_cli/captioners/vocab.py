@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from typing import Any, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any
 
 from ..errors import ModelError
 
@@ -46,7 +47,9 @@ class Vocabulary:
     that ``<sep>`` may be kept as a sentence break with ``keep_sep=True``).
     """
 
-    def __init__(self, words: Sequence[str], counts: dict[str, int] | None = None, min_count: int = 1) -> None:
+    def __init__(
+        self, words: Sequence[str], counts: dict[str, int] | None = None, min_count: int = 1
+    ) -> None:
         words = list(words)
         if tuple(words[: len(SPECIALS)]) != SPECIALS:
             raise ModelError(
@@ -64,14 +67,16 @@ class Vocabulary:
     # -- building ---------------------------------------------------------------------------------
 
     @classmethod
-    def build(cls, sentences: Iterable[str], min_count: int = 5) -> "Vocabulary":
+    def build(cls, sentences: Iterable[str], min_count: int = 5) -> Vocabulary:
         """Every word seen at least ``min_count`` times in ``sentences`` (the training split),
         most frequent first, ties alphabetical so the same data always gives the same ids."""
         if min_count < 1:
             raise ModelError(f"min_count must be at least 1, got {min_count}")
         counts = Counter(w for s in sentences for w in tokenize(s))
-        kept = sorted((w for w, c in counts.items() if c >= min_count and w not in SPECIALS),
-                      key=lambda w: (-counts[w], w))
+        kept = sorted(
+            (w for w, c in counts.items() if c >= min_count and w not in SPECIALS),
+            key=lambda w: (-counts[w], w),
+        )
         return cls([*SPECIALS, *kept], {w: counts[w] for w in kept}, min_count)
 
     # -- using ------------------------------------------------------------------------------------
@@ -128,16 +133,25 @@ class Vocabulary:
     # -- storing (plain types only: checkpoints load with weights_only=True) -------------------------
 
     def to_dict(self) -> dict[str, Any]:
-        return {"words": list(self.words), "counts": [int(self.counts.get(w, 0)) for w in self.words],
-                "min_count": int(self.min_count)}
+        return {
+            "words": list(self.words),
+            "counts": [int(self.counts.get(w, 0)) for w in self.words],
+            "min_count": int(self.min_count),
+        }
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Vocabulary":
+    def from_dict(cls, data: dict[str, Any]) -> Vocabulary:
         if not isinstance(data, dict) or "words" not in data:
-            raise ModelError("a stored vocabulary must be a dict with 'words' (is the checkpoint from spotdiff?)")
+            raise ModelError(
+                "a stored vocabulary must be a dict with 'words' (is the checkpoint from spotdiff?)"
+            )
         words = [str(w) for w in data["words"]]
         counts = data.get("counts") or [0] * len(words)
-        return cls(words, {w: int(c) for w, c in zip(words, counts) if int(c)}, int(data.get("min_count", 1)))
+        return cls(
+            words,
+            {w: int(c) for w, c in zip(words, counts) if int(c)},
+            int(data.get("min_count", 1)),
+        )
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, Vocabulary) and self.words == other.words

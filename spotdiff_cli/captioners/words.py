@@ -12,9 +12,17 @@ from ..types import BBox
 
 # 3x3 grid of places a person would name, indexed [row][column]: (name, "where" phrase).
 _REGIONS = (
-    (("upper left", "in the upper left"), ("top centre", "near the top centre"), ("upper right", "in the upper right")),
+    (
+        ("upper left", "in the upper left"),
+        ("top centre", "near the top centre"),
+        ("upper right", "in the upper right"),
+    ),
     (("left", "on the left"), ("centre", "in the centre"), ("right", "on the right")),
-    (("lower left", "in the lower left"), ("bottom centre", "near the bottom centre"), ("lower right", "in the lower right")),
+    (
+        ("lower left", "in the lower left"),
+        ("bottom centre", "near the bottom centre"),
+        ("lower right", "in the lower right"),
+    ),
 )
 
 
@@ -36,7 +44,7 @@ def region_name(bbox: BBox, width: int, height: int) -> str:
 
 
 def size_word(bbox: BBox, width: int, height: int) -> str:
-    """"small", "" or "large" from the box's share of the frame."""
+    """ "small", "" or "large" from the box's share of the frame."""
     share = bbox[2] * bbox[3] / max(1, width * height)
     if share < 0.004:
         return "small"
@@ -53,7 +61,11 @@ _HUE_NAMES = np.array(["red", "orange", "yellow", "green", "blue", "purple", "pi
 def pixel_colour_names(pixels: np.ndarray) -> np.ndarray:
     """Name the colour of every pixel: (N, 3) uint8 RGB -> (N,) str among black, white, grey,
     brown and the hue names."""
-    hsv = cv2.cvtColor(pixels.reshape(-1, 1, 3).astype(np.uint8), cv2.COLOR_RGB2HSV).reshape(-1, 3).astype(np.int32)
+    hsv = (
+        cv2.cvtColor(pixels.reshape(-1, 1, 3).astype(np.uint8), cv2.COLOR_RGB2HSV)
+        .reshape(-1, 3)
+        .astype(np.int32)
+    )
     hue, sat, val = hsv[:, 0], hsv[:, 1], hsv[:, 2]
     names = _HUE_NAMES[np.searchsorted(_HUE_LIMITS, hue, side="right").clip(0, len(_HUE_NAMES) - 1)]
     names = np.where((names == "orange") & (val < 150), "brown", names)
@@ -76,12 +88,12 @@ def colour_name(pixels: np.ndarray, min_share: float = 0.45) -> str:
 
 
 def article(phrase: str) -> str:
-    """"a" or "an" for a noun phrase."""
+    """ "a" or "an" for a noun phrase."""
     return "an" if phrase[:1] in "aeiou" else "a"
 
 
 def noun_phrase(noun: str, colour: str = "", size: str = "") -> str:
-    """"large white car", "small object", "person" (no article). People get neither size nor
+    """ "large white car", "small object", "person" (no article). People get neither size nor
     colour: "a large grey person" describes clothes and distance, not a person."""
     if noun == "person":
         return noun

@@ -1,4 +1,4 @@
-"""``spotdiff data synth|stats|prepare|sprites``: build, inspect and preprocess datasets."""
+"""``spotdiff data synth|clevr|stats|prepare|sprites``: build, inspect and preprocess datasets."""
 
 from __future__ import annotations
 
@@ -11,7 +11,9 @@ import typer
 from . import app
 from .state import errors_to_exit
 
-data_app = typer.Typer(help="Datasets: synthetic benchmark, statistics, preprocessing cache.", no_args_is_help=True)
+data_app = typer.Typer(
+    help="Datasets: synthetic benchmark, statistics, preprocessing cache.", no_args_is_help=True
+)
 app.add_typer(data_app, name="data")
 
 
@@ -21,8 +23,14 @@ def _progress(total_label: str):  # -> (Progress, callback)
 
     from .render import err_console
 
-    bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                   TimeRemainingColumn(), console=err_console, transient=True)
+    bar = Progress(
+        "[progress.description]{task.description}",
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeRemainingColumn(),
+        console=err_console,
+        transient=True,
+    )
     tasks: dict[str, int] = {}
 
     def update(stage: str, done: int, total: int) -> None:
@@ -36,15 +44,25 @@ def _progress(total_label: str):  # -> (Progress, callback)
 @data_app.command("synth")
 @errors_to_exit
 def synth(
-    out: Path = typer.Option(..., "--out", "-o", help="Folder to write the benchmark into (Spot-the-diff layout)."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Folder to write the benchmark into (Spot-the-diff layout)."
+    ),
     pairs: int = typer.Option(1000, "--pairs", "-n", help="Number of image pairs."),
     seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same files."),
     size: int = typer.Option(224, "--size", help="Image side in pixels (Spot-the-diff: 224)."),
-    distractors: float = typer.Option(0.15, "--distractors", help="Share of 'no change' pairs (lighting, shift or noise only)."),
+    distractors: float = typer.Option(
+        0.15, "--distractors", help="Share of 'no change' pairs (lighting, shift or noise only)."
+    ),
     annotators: int = typer.Option(3, "--annotators", help="Independent descriptions per pair."),
     max_changes: int = typer.Option(4, "--max-changes", help="Most changes in one pair (1-4)."),
-    backgrounds: Optional[Path] = typer.Option(None, "--backgrounds", help="Folder of empty fixed-camera frames to use as scenes."),
-    sprites: Optional[Path] = typer.Option(None, "--sprites", help="Folder of object cut-outs (RGBA PNG; person/car/truck/van in the name)."),
+    backgrounds: Optional[Path] = typer.Option(
+        None, "--backgrounds", help="Folder of empty fixed-camera frames to use as scenes."
+    ),
+    sprites: Optional[Path] = typer.Option(
+        None,
+        "--sprites",
+        help="Folder of object cut-outs (RGBA PNG; person/car/truck/van in the name).",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
 ) -> None:
     """Generate the synthetic change benchmark (images, captions, gold alignments)."""
@@ -53,22 +71,96 @@ def synth(
 
     bar, update = _progress("pairs")
     with bar:
-        summary = synthesize(out, pairs=pairs, seed=seed, size=size, backgrounds=backgrounds, sprites=sprites,
-                             overwrite=overwrite, progress=lambda d, t: update("generating", d, t),
-                             distractor_rate=distractors, annotators=annotators, max_changes=max_changes)
+        summary = synthesize(
+            out,
+            pairs=pairs,
+            seed=seed,
+            size=size,
+            backgrounds=backgrounds,
+            sprites=sprites,
+            overwrite=overwrite,
+            progress=lambda d, t: update("generating", d, t),
+            distractor_rate=distractors,
+            annotators=annotators,
+            max_changes=max_changes,
+        )
     splits = ", ".join(f"{k} {v}" for k, v in summary.splits.items())
-    console.print(f"wrote {summary.pairs} pairs to {summary.out} ({splits}) in {summary.seconds:.1f} s "
-                  f"({summary.pairs_per_second:.0f} pairs/s)")
+    console.print(
+        f"wrote {summary.pairs} pairs to {summary.out} ({splits}) in {summary.seconds:.1f} s "
+        f"({summary.pairs_per_second:.0f} pairs/s)"
+    )
+
+
+@data_app.command("clevr")
+@errors_to_exit
+def clevr(
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Folder to render into (CLEVR-Change layout); rerun to resume."
+    ),
+    pairs: int = typer.Option(
+        3000, "--pairs", "-n", help="Scenes: each gives a change pair and a distractor pair."
+    ),
+    seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same files."),
+    size: str = typer.Option("320x240", "--size", help="Image size WIDTHxHEIGHT in pixels."),
+    spp: int = typer.Option(
+        16, "--spp", help="Path-tracing samples per pixel (fewer: faster, noisier)."
+    ),
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", "-j", help="Render processes. \\[default: one per core]"
+    ),
+    captions: int = typer.Option(6, "--captions", help="Phrasings per pair."),
+    min_objects: int = typer.Option(3, "--min-objects", help="Fewest objects in a scene."),
+    max_objects: int = typer.Option(6, "--max-objects", help="Most objects in a scene."),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace what the folder holds instead of resuming."
+    ),
+) -> None:
+    """Render a CLEVR-Change-style 3-D benchmark with Mitsuba (moved cameras, distractors)."""
+    from ..api import render_clevr_change
+    from ..errors import UsageError
+    from .render import console
+
+    width, _, height = size.lower().partition("x")
+    if not (width.isdigit() and height.isdigit()):
+        raise UsageError(f"--size must be WIDTHxHEIGHT, e.g. 320x240 (got '{size}')")
+    bar, update = _progress("scenes")
+    with bar:
+        summary = render_clevr_change(
+            out,
+            pairs=pairs,
+            seed=seed,
+            width=int(width),
+            height=int(height),
+            spp=spp,
+            jobs=jobs,
+            overwrite=overwrite,
+            progress=lambda d, t: update("rendering", d, t),
+            captions=captions,
+            min_objects=min_objects,
+            max_objects=max_objects,
+        )
+    splits = ", ".join(f"{k} {v}" for k, v in summary.splits.items())
+    kept = f", {summary.skipped} already there" if summary.skipped else ""
+    console.print(
+        f"rendered {summary.rendered} scenes{kept} to {summary.out} ({splits}) in "
+        f"{summary.seconds:.1f} s ({summary.scenes_per_second:.2f} scenes/s, {summary.jobs} processes)"
+    )
 
 
 @data_app.command("stats")
 @errors_to_exit
 def stats(
     dataset: Path = typer.Argument(..., help="Dataset folder (or its annotations/ folder)."),
-    split: Optional[list[str]] = typer.Option(None, "--split", help="Split(s) to count; repeat the flag. \\[default: all]"),
-    format: str = typer.Option("auto", "--format", help="auto, spot-the-diff, clevr-change, image-editing-request, jsonl."),
+    split: Optional[list[str]] = typer.Option(
+        None, "--split", help="Split(s) to count; repeat the flag. \\[default: all]"
+    ),
+    format: str = typer.Option(
+        "auto", "--format", help="auto, spot-the-diff, clevr-change, image-editing-request, jsonl."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print JSON instead of a table."),
-    markdown: Optional[Path] = typer.Option(None, "--markdown", help="Also write the table as Markdown to this file."),
+    markdown: Optional[Path] = typer.Option(
+        None, "--markdown", help="Also write the table as Markdown to this file."
+    ),
 ) -> None:
     """Dataset statistics as in Table 1 of the Spot-the-diff paper."""
     from rich.table import Table
@@ -94,22 +186,38 @@ def stats(
 @errors_to_exit
 def prepare(
     dataset: Path = typer.Argument(..., help="Dataset folder with images."),
-    split: Optional[list[str]] = typer.Option(None, "--split", help="Split(s) to prepare; repeat the flag. \\[default: all]"),
-    backbone: Optional[str] = typer.Option(None, "--backbone", help="Also cache grid features of this backbone (e.g. efficientnet_lite0)."),
-    weights: Optional[str] = typer.Option(None, "--weights", help="Backbone weights file. \\[default: the bundled ones]"),
+    split: Optional[list[str]] = typer.Option(
+        None, "--split", help="Split(s) to prepare; repeat the flag. \\[default: all]"
+    ),
+    backbone: Optional[str] = typer.Option(
+        None,
+        "--backbone",
+        help="Also cache grid features of this backbone (e.g. efficientnet_lite0).",
+    ),
+    weights: Optional[str] = typer.Option(
+        None, "--weights", help="Backbone weights file. \\[default: the bundled ones]"
+    ),
     device: str = typer.Option("auto", "--device", help="auto, cpu or cuda (backbone features)."),
     batch_size: int = typer.Option(32, "--batch-size", help="Images per backbone batch."),
-    limit: Optional[int] = typer.Option(None, "--limit", help="Only the first N pairs of each split."),
+    limit: Optional[int] = typer.Option(
+        None, "--limit", help="Only the first N pairs of each split."
+    ),
     format: str = typer.Option("auto", "--format", help="Dataset format. \\[default: auto]"),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML with an `analysis:` section (the cache key)."),
-    input_size: Optional[int] = typer.Option(None, "--input-size", help="Resize images to this square side for the backbone. \\[default: the backbone's, 224]"),
+    config: Optional[Path] = typer.Option(
+        None, "--config", help="YAML with an `analysis:` section (the cache key)."
+    ),
+    input_size: Optional[int] = typer.Option(
+        None,
+        "--input-size",
+        help="Resize images to this square side for the backbone. \\[default: the backbone's, 224]",
+    ),
 ) -> None:
     """Cache cluster masks, boxes and features (and backbone grids) so training does not recompute them.
 
     Run it again after adding pairs or changing images or settings: valid entries are reused,
     only what changed is recomputed."""
-    from ..config import AnalysisConfig, load_yaml, resolve
     from ..api import prepare_dataset
+    from ..config import AnalysisConfig, load_yaml, resolve
     from .render import console
 
     analysis = AnalysisConfig()
@@ -117,17 +225,32 @@ def prepare(
         analysis = resolve(analysis, None, **load_yaml(config).get("analysis", {}))
     bar, update = _progress("pairs")
     with bar:
-        summary = prepare_dataset(dataset, split or None, analysis, backbone, weights, device, batch_size, format, limit,
-                                  update, input_size=input_size)
+        summary = prepare_dataset(
+            dataset,
+            split or None,
+            analysis,
+            backbone,
+            weights,
+            device,
+            batch_size,
+            format,
+            limit,
+            update,
+            input_size=input_size,
+        )
     for name in summary.invalidated:
         console.print(f"[yellow]settings changed:[/] rebuilt cache/{name}")
     for note in summary.notes:
         console.print(f"[yellow]images changed:[/] {note}")
-    console.print(f"analysis cache: {summary.computed} computed, {summary.reused} reused "
-                  f"({', '.join(f'{k} {v}' for k, v in summary.splits.items())}) in {dataset / 'cache'}")
+    console.print(
+        f"analysis cache: {summary.computed} computed, {summary.reused} reused "
+        f"({', '.join(f'{k} {v}' for k, v in summary.splits.items())}) in {dataset / 'cache'}"
+    )
     if backbone:
-        console.print(f"{backbone} features: {summary.features_computed} pair(s) computed, "
-                      f"{summary.features_reused} reused")
+        console.print(
+            f"{backbone} features: {summary.features_computed} pair(s) computed, "
+            f"{summary.features_reused} reused"
+        )
     for path in summary.feature_files:
         console.print(f"features: {path}")
 
@@ -136,17 +259,34 @@ def prepare(
 @errors_to_exit
 def sprites(
     video: Path = typer.Argument(..., help="A fixed-camera clip."),
-    out: Path = typer.Option(..., "--out", "-o", help="Folder for the cut-outs and sprites.json (one folder per clip)."),
-    kind: str = typer.Option("person", "--kind", help="What moves in the clip: person, car, truck, van."),
+    out: Path = typer.Option(
+        ..., "--out", "-o", help="Folder for the cut-outs and sprites.json (one folder per clip)."
+    ),
+    kind: str = typer.Option(
+        "person", "--kind", help="What moves in the clip: person, car, truck, van."
+    ),
     every: int = typer.Option(10, "--every", help="Use every N-th frame."),
     max_sprites: int = typer.Option(200, "--max", help="Stop after this many cut-outs."),
-    backgrounds_out: Optional[Path] = typer.Option(None, "--backgrounds-out", help="Folder for the empty frame <clip>.png; share it between clips. \\[default: OUT/backgrounds]"),
-    threshold: float = typer.Option(40.0, "--threshold", help="RGB distance to the empty frame that counts as object."),
+    backgrounds_out: Optional[Path] = typer.Option(
+        None,
+        "--backgrounds-out",
+        help="Folder for the empty frame <clip>.png; share it between clips. \\[default: OUT/backgrounds]",
+    ),
+    threshold: float = typer.Option(
+        40.0, "--threshold", help="RGB distance to the empty frame that counts as object."
+    ),
 ) -> None:
     """Cut object sprites and an empty background out of a fixed-camera clip (for synth --sprites/--backgrounds)."""
     from ..api import cut_sprites
     from .render import console
 
-    background, count = cut_sprites(video, out, kind=kind, every=every, max_sprites=max_sprites,
-                                    threshold=threshold, backgrounds_out=backgrounds_out)
+    background, count = cut_sprites(
+        video,
+        out,
+        kind=kind,
+        every=every,
+        max_sprites=max_sprites,
+        threshold=threshold,
+        backgrounds_out=backgrounds_out,
+    )
     console.print(f"wrote {count} {kind} sprite(s) and {background}")

@@ -14,22 +14,53 @@ from .state import errors_to_exit
 @app.command("eval")
 @errors_to_exit
 def evaluate(
-    dataset: Path = typer.Option(..., "--dataset", "-d", help="Dataset folder; for --predictions its annotations/ folder is enough."),
-    predictions: Optional[Path] = typer.Option(None, "--predictions", "-p", help="COCO-style [{image_id, caption}] or report JSON to score."),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Captioner to run over the split (see `spotdiff models`)."),
+    dataset: Path = typer.Option(
+        ...,
+        "--dataset",
+        "-d",
+        help="Dataset folder; for --predictions its annotations/ folder is enough.",
+    ),
+    predictions: Optional[Path] = typer.Option(
+        None,
+        "--predictions",
+        "-p",
+        help="COCO-style [{image_id, caption}] or report JSON to score.",
+    ),
+    model: Optional[str] = typer.Option(
+        None, "--model", "-m", help="Captioner to run over the split (see `spotdiff models`)."
+    ),
     weights: Optional[str] = typer.Option(None, "--weights", help="Checkpoint for --model."),
     split: str = typer.Option("test", "--split", help="train, val or test."),
-    format: str = typer.Option("auto", "--format", help="auto, spot-the-diff, clevr-change, image-editing-request, jsonl."),
+    format: str = typer.Option(
+        "auto", "--format", help="auto, spot-the-diff, clevr-change, image-editing-request, jsonl."
+    ),
     protocol: str = typer.Option("both", "--protocol", help="single, multi or both."),
-    metrics: Optional[str] = typer.Option(None, "--metrics", help="Comma list, e.g. BLEU-4,METEOR,ROUGE-L,CIDEr,CIDEr-D. \\[default: all but CIDEr-D]"),
+    metrics: Optional[str] = typer.Option(
+        None,
+        "--metrics",
+        help="Comma list, e.g. BLEU-4,METEOR,ROUGE-L,CIDEr,CIDEr-D. \\[default: all but CIDEr-D]",
+    ),
     tokenizer: str = typer.Option("auto", "--tokenizer", help="ptb (java), python, or auto."),
-    breakdown: bool = typer.Option(True, "--breakdown/--no-breakdown", help="Scores per change type and for distractors."),
-    allow_partial: bool = typer.Option(False, "--allow-partial", help="Score only the pairs that have a prediction."),
+    breakdown: bool = typer.Option(
+        True, "--breakdown/--no-breakdown", help="Scores per change type and for distractors."
+    ),
+    allow_partial: bool = typer.Option(
+        False, "--allow-partial", help="Score only the pairs that have a prediction."
+    ),
     limit: Optional[int] = typer.Option(None, "--limit", help="--model: only the first N pairs."),
     device: str = typer.Option("auto", "--device", help="--model: auto, cpu or cuda."),
-    sentences: int = typer.Option(5, "--sentences", "-n", help="--model: at most this many sentences per pair."),
-    config: Optional[Path] = typer.Option(None, "--config", help="--model: YAML with an `analysis:` section."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Folder for results.json/md and config.json. \\[default: eval/<name>-<split>]"),
+    sentences: int = typer.Option(
+        5, "--sentences", "-n", help="--model: at most this many sentences per pair."
+    ),
+    config: Optional[Path] = typer.Option(
+        None, "--config", help="--model: YAML with an `analysis:` section."
+    ),
+    out: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        "-o",
+        help="Folder for results.json/md and config.json. \\[default: eval/<name>-<split>]",
+    ),
 ) -> None:
     """Score captions: BLEU-1..4, METEOR, ROUGE-L, CIDEr (single- and multi-sentence protocols)."""
     from ..api import evaluate_model, evaluate_predictions, write_results
@@ -38,13 +69,24 @@ def evaluate(
 
     if (predictions is None) == (model is None):
         raise UsageError("give exactly one of --predictions FILE or --model NAME")
-    protocols = {"single": ("single",), "multi": ("multi",), "both": ("single", "multi")}.get(protocol)
+    protocols = {"single": ("single",), "multi": ("multi",), "both": ("single", "multi")}.get(
+        protocol
+    )
     if protocols is None:
         raise UsageError(f"--protocol must be single, multi or both, not '{protocol}'")
     metric_list = tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else None
     if predictions is not None:
-        result = evaluate_predictions(predictions, dataset, split, format, protocols, metric_list, tokenizer,
-                                      breakdown, allow_partial)
+        result = evaluate_predictions(
+            predictions,
+            dataset,
+            split,
+            format,
+            protocols,
+            metric_list,
+            tokenizer,
+            breakdown,
+            allow_partial,
+        )
         name = predictions.stem
     else:
         from ..config import AnalysisConfig, load_yaml, resolve
@@ -52,8 +94,21 @@ def evaluate(
         analysis = AnalysisConfig()
         if config is not None:
             analysis = resolve(analysis, None, **load_yaml(config).get("analysis", {}))
-        result = evaluate_model(model, dataset, split, weights, device, format, analysis, sentences, limit,  # type: ignore[arg-type]
-                                protocols, metric_list, tokenizer, breakdown)
+        result = evaluate_model(
+            model,
+            dataset,
+            split,
+            weights,
+            device,
+            format,
+            analysis,
+            sentences,
+            limit,  # type: ignore[arg-type]
+            protocols,
+            metric_list,
+            tokenizer,
+            breakdown,
+        )
         name = model  # type: ignore[assignment]
     folder = out or Path("eval") / f"{name}-{split}"
     paths = write_results(result, folder)

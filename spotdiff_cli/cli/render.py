@@ -25,8 +25,11 @@ def print_error(message: str) -> None:
 def print_skipped_source(source: str, message: str) -> None:
     """A source that could not be read (or broke off): one line; the run goes on."""
     # Messages usually start with the path already; do not say it twice.
-    print_error(f"{message if message.startswith(source) else f'{source}: {message}'} (skipped)"
-                if "stopped at" not in message else message)
+    print_error(
+        f"{message if message.startswith(source) else f'{source}: {message}'} (skipped)"
+        if "stopped at" not in message
+        else message
+    )
 
 
 def print_caption_report(data: dict[str, Any], written: list[str] | None = None) -> None:
@@ -35,7 +38,11 @@ def print_caption_report(data: dict[str, Any], written: list[str] | None = None)
     console.print(f"[dim]{escape(before)} → {escape(after)}[/]")
     for s in data["sentences"]:
         text = escape(s["text"])
-        console.print(f"  [bold]{s['number']}.[/] [dim]{text}[/]" if s["kind"] == "no_change" else f"  [bold]{s['number']}.[/] {text}")
+        console.print(
+            f"  [bold]{s['number']}.[/] [dim]{text}[/]"
+            if s["kind"] == "no_change"
+            else f"  [bold]{s['number']}.[/] {text}"
+        )
     al = data["alignment"]
     extras = []
     if abs(al["dx"]) >= 0.5 or abs(al["dy"]) >= 0.5:  # sub-pixel jitter is not news
@@ -55,7 +62,9 @@ def print_models(rows: list[dict[str, Any]]) -> None:
     table.add_column("trainable")
     table.add_column("what it does")
     for row in rows:
-        table.add_row(row["name"], row["family"], "yes" if row["trainable"] else "no", escape(row["summary"]))
+        table.add_row(
+            row["name"], row["family"], "yes" if row["trainable"] else "no", escape(row["summary"])
+        )
     console.print(table)
 
 
@@ -78,7 +87,7 @@ class _TimelineProgress:
         self.tasks: dict[str, int] = {}
         self._started: dict[str, float] = {}
 
-    def __enter__(self) -> "_TimelineProgress":
+    def __enter__(self) -> _TimelineProgress:
         if self.enabled:
             self.progress.__enter__()
         return self
@@ -96,7 +105,9 @@ class _TimelineProgress:
         from ..frames.timecode import format_timecode
 
         if source not in self.tasks:
-            self.tasks[source] = self.progress.add_task(escape(Path(source).name), total=duration or None, position="", rate="")
+            self.tasks[source] = self.progress.add_task(
+                escape(Path(source).name), total=duration or None, position="", rate=""
+            )
             self._started[source] = time.perf_counter()
         elapsed = max(1e-6, time.perf_counter() - self._started[source])
         self.progress.update(
@@ -112,45 +123,81 @@ def timeline_progress(enabled: bool = True) -> _TimelineProgress:
 
 
 def print_timeline(data: dict[str, Any], out: str | None) -> None:
-    """One table row per event: source, time span, sentence, picture."""
+    """A table per source (titled with its full path), a row per event: number, interval
+    (HH:MM:SS.mmm), frames, the summary with the sentences said inside the event, picture."""
     from pathlib import Path
 
-    table = Table(title="what changed", title_justify="left")
-    table.add_column("source")
-    table.add_column("time", no_wrap=True)
-    table.add_column("what changed")
-    table.add_column("picture", style="dim")
     for s in data["sources"]:
-        name = escape(Path(s["source"]).name)
+        table = Table(
+            title=f"what changed: {escape(s.get('path', s['source']))}", title_justify="left"
+        )
+        table.add_column("#", justify="right")
+        table.add_column("time", no_wrap=True)
+        table.add_column("frames", no_wrap=True, style="dim")
+        table.add_column("what changed", ratio=1)
+        table.add_column("picture", style="dim", overflow="fold")
         if s["error"] and not s["events"] and s["complete"]:
-            table.add_row(name, "–", f"[red]skipped: {escape(s['error'])}[/]", "")
+            table.add_row("", "–", "", f"[red]skipped: {escape(s['error'])}[/]", "")
+            console.print(table)
             continue
         for e in s["events"]:
-            span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}–{e['end_tc']}"
-            table.add_row(name, span, escape(e["text"]), escape(e["picture"] or ""))
+            span = (
+                e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}–{e['end_tc']}"
+            )
+            frames = "" if e.get("start_frame") is None else f"{e['start_frame']}–{e['end_frame']}"
+            what = escape(e["text"])
+            said = e.get("sentences") or []
+            if len(said) > 1:
+                what += "".join(
+                    f"\n[dim]· {escape(x['start_tc'])} {escape(x['text'])}[/]" for x in said
+                )
+            table.add_row(str(e["id"]), span, frames, what, escape(e["picture"] or ""))
         if not s["events"]:
-            table.add_row(name, "–", "[dim]no change[/]", "")
-    console.print(table)
-    totals = [f"{escape(Path(s['source']).name)}: {s['samples']} samples, {s['pairs_analysed']} analysed, {s['seconds']:.1f} s" for s in data["sources"] if not s["error"]]
+            table.add_row("", "–", "", "[dim]no change[/]", "")
+        console.print(table)
+    totals = [
+        f"{escape(Path(s['source']).name)}: {s['samples']} samples, {s['pairs_analysed']} analysed, {s['seconds']:.1f} s"
+        for s in data["sources"]
+        if not s["error"]
+    ]
     if totals:
-        console.print("[dim]" + "; ".join(totals) + "[/]")
+        console.print("[dim]" + "; ".join(totals) + "[/]", soft_wrap=True)
     for s in data["sources"]:
         for warning in s.get("warnings", []):
             err_console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if out:
-        console.print(f"[dim]wrote {escape(out)}/timeline.json, .md, .csv, .html[/]")
+        console.print(
+            f"[dim]wrote {escape(out)}/timeline.json, .md, .csv, .html and subtitles (.vtt, .srt)[/]",
+            soft_wrap=True,
+        )
     if not data["complete"]:
         console.print("[yellow]partial: the run did not finish; rerun with --resume to continue[/]")
 
 
-def print_eval_result(result: Any, name: str, split: str, protocols: tuple[str, ...], paths: dict[str, Any]) -> None:
+def print_clips(methods: list[str], out: str) -> None:
+    """How the event clips were made: stream copies, and re-encodes (where the keyframes were
+    too far before an event, or a copy failed)."""
+    if not methods:
+        return
+    copied, encoded = methods.count("copy"), methods.count("encode")
+    how = f"{copied} stream-copied" + (f", {encoded} re-encoded" if encoded else "")
+    err_console.print(
+        f"[dim]clips: {len(methods)} written to {escape(out)}/clips/ ({how})[/]", soft_wrap=True
+    )
+
+
+def print_eval_result(
+    result: Any, name: str, split: str, protocols: tuple[str, ...], paths: dict[str, Any]
+) -> None:
     """One table per protocol (groups x metrics, LenRatio for multi), then perplexity,
     alignment precision, what was not computed and why, and where the files went."""
     for proto in protocols:
         rows = [r for r in result.results if r.protocol == proto]
         names = list(dict.fromkeys(m for r in rows for m in r.scores))
-        table = Table(title=f"{proto}-sentence protocol: {escape(name)} on {escape(split)} ({result.n_pairs} pairs)",
-                      title_justify="left")
+        table = Table(
+            title=f"{proto}-sentence protocol: {escape(name)} on {escape(split)} ({result.n_pairs} pairs)",
+            title_justify="left",
+        )
         table.add_column("group")
         table.add_column("pairs", justify="right")
         for m in names:
@@ -169,13 +216,17 @@ def print_eval_result(result: Any, name: str, split: str, protocols: tuple[str, 
         # Say n/a rather than print nothing: a missing line reads like a forgotten metric.
         console.print(f"perplexity: n/a ({escape(result.perplexity_note)})")
     if result.alignment_precision is not None:
-        console.print(f"alignment precision: {result.alignment_precision:.3f} ({result.alignment_count} alignments)")
+        console.print(
+            f"alignment precision: {result.alignment_precision:.3f} ({result.alignment_count} alignments)"
+        )
     skipped = {k: v for r in result.results for k, v in r.skipped.items()}
     for metric, why in skipped.items():
         console.print(f"[dim]not computed: {escape(metric)}: {escape(why)}[/]")
     for note in result.notes:
         console.print(f"[yellow]note:[/] {escape(note)}")
-    console.print(f"[dim]wrote {escape(str(paths['json']))}, {escape(str(paths['markdown']))}, {escape(str(paths['config']))}[/]")
+    console.print(
+        f"[dim]wrote {escape(str(paths['json']))}, {escape(str(paths['markdown']))}, {escape(str(paths['config']))}[/]"
+    )
 
 
 def print_dim(text: str) -> None:
@@ -188,13 +239,26 @@ class _StageProgress:
     with log lines printed above it."""
 
     def __init__(self) -> None:
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
-        self.bar = Progress("[progress.description]{task.description}", BarColumn(), MofNCompleteColumn(),
-                            TimeElapsedColumn(), TimeRemainingColumn(), console=err_console, transient=True)
+        self.bar = Progress(
+            "[progress.description]{task.description}",
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TimeRemainingColumn(),
+            console=err_console,
+            transient=True,
+        )
         self.tasks: dict[str, Any] = {}
 
-    def __enter__(self) -> "_StageProgress":
+    def __enter__(self) -> _StageProgress:
         self.bar.__enter__()
         return self
 
@@ -221,13 +285,20 @@ def print_training_result(result: Any, model: str) -> None:
     """How training ended, the best checkpoint and how to use it (or how to resume)."""
     best = f"{result.best_score:.4f}" if result.best_score is not None else "n/a"
     if result.interrupted:
-        err_console.print(f"[yellow]interrupted[/] after {result.steps} steps; continue with "
-                          f"`spotdiff train --model {escape(model)} --out {escape(str(result.out_dir))} --resume`", soft_wrap=True)
+        err_console.print(
+            f"[yellow]interrupted[/] after {result.steps} steps; continue with "
+            f"`spotdiff train --model {escape(model)} --out {escape(str(result.out_dir))} --resume`",
+            soft_wrap=True,
+        )
         return
     how = "stopped early" if result.stopped_early else "done"
-    console.print(f"{how}: {result.epochs} epoch(s), {result.steps} steps in {result.seconds:.0f} s "
-                  f"({result.samples_per_second:.1f} samples/s); best validation CIDEr {best}")
+    console.print(
+        f"{how}: {result.epochs} epoch(s), {result.steps} steps in {result.seconds:.0f} s "
+        f"({result.samples_per_second:.1f} samples/s); best validation CIDEr {best}"
+    )
     if result.best_path is not None:
         console.print(f"best checkpoint: {escape(str(result.best_path))}", soft_wrap=True)
-        console.print(f"[dim]use it: spotdiff caption --model {escape(model)} --weights {escape(str(result.best_path))} BEFORE AFTER[/]",
-                      soft_wrap=True)
+        console.print(
+            f"[dim]use it: spotdiff caption --model {escape(model)} --weights {escape(str(result.best_path))} BEFORE AFTER[/]",
+            soft_wrap=True,
+        )

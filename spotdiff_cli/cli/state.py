@@ -51,12 +51,18 @@ def errors_to_exit(fn: F) -> F:
             if STATE.debug:
                 raise
             where = f"{exc.filename}: " if exc.filename else ""
-            _fail(f"{where}{exc.strerror or exc}; check the path and its permissions (--debug shows the traceback)", 1)
+            _fail(
+                f"{where}{exc.strerror or exc}; check the path and its permissions (--debug shows the traceback)",
+                1,
+            )
         except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
             if STATE.debug:
                 raise
-            _fail(f"unexpected {type(exc).__name__}: {exc}; this is a bug in spotdiff - rerun with "
-                  f"`spotdiff --debug ...` and report the traceback", 1)
+            _fail(
+                f"unexpected {type(exc).__name__}: {exc}; this is a bug in spotdiff - rerun with "
+                f"`spotdiff --debug ...` and report the traceback",
+                1,
+            )
 
     return wrapper  # type: ignore[return-value]
 

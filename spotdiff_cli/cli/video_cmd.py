@@ -17,32 +17,121 @@ from .state import errors_to_exit
 @app.command("video")
 @errors_to_exit
 def video(
-    sources: List[str] = typer.Argument(..., help="Videos (mp4, mkv, avi, mov, gif...), folders of images, or globs.", show_default=False),
-    every: Optional[str] = typer.Option(None, "--every", "-e", help="Sample spacing: 30s, 1.5m, 00:00:30.5 or 25f. \\[default: 1s]"),
+    sources: List[str] = typer.Argument(
+        ...,
+        help="Videos (mp4, mkv, avi, mov, gif...), folders of images, or globs.",
+        show_default=False,
+    ),
+    every: Optional[str] = typer.Option(
+        None, "--every", "-e", help="Sample spacing: 30s, 1.5m, 00:00:30.5 or 25f. \\[default: 1s]"
+    ),
     start: Optional[str] = typer.Option(None, "--start", help="Start here (same syntax)."),
     end: Optional[str] = typer.Option(None, "--end", help="Stop here (same syntax)."),
-    compare: Optional[str] = typer.Option(None, "--compare", help="previous, reference or background. \\[default: previous]"),
-    reference: Optional[str] = typer.Option(None, "--reference", help="Image every sample is compared with (--compare reference)."),
-    roi: Optional[List[str]] = typer.Option(None, "--roi", help="Watch only this box x,y,w,h (repeatable)."),
-    mask: Optional[str] = typer.Option(None, "--mask", help="Image: white = watch, black = ignore (trees, clocks)."),
-    out: Optional[Path] = typer.Option(None, "--out", "-o", help="Write timeline.json/md/csv/html and event pictures here."),
+    compare: Optional[str] = typer.Option(
+        None, "--compare", help="previous, reference or background. \\[default: previous]"
+    ),
+    reference: Optional[str] = typer.Option(
+        None, "--reference", help="Image every sample is compared with (--compare reference)."
+    ),
+    roi: Optional[List[str]] = typer.Option(
+        None, "--roi", help="Watch only this box x,y,w,h (repeatable)."
+    ),
+    mask: Optional[str] = typer.Option(
+        None, "--mask", help="Image: white = watch, black = ignore (trees, clocks)."
+    ),
+    out: Optional[Path] = typer.Option(
+        None, "--out", "-o", help="Write timeline.json/md/csv/html and event pictures here."
+    ),
     resume: bool = typer.Option(False, "--resume", help="Continue the run recorded in --out."),
-    overwrite: bool = typer.Option(False, "--overwrite", help="Replace an earlier timeline in --out."),
-    jobs: Optional[int] = typer.Option(None, "--jobs", "-j", help="Process this many sources at once. \\[default: 1]"),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace an earlier timeline in --out."
+    ),
+    jobs: Optional[int] = typer.Option(
+        None, "--jobs", "-j", help="Process this many sources at once. \\[default: 1]"
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the timeline JSON to stdout."),
-    config: Optional[Path] = typer.Option(None, "--config", help="YAML settings (flags override it)."),
-    lower: Optional[float] = typer.Option(None, "--lower", help="Changed share below which a pair is 'no change'. \\[default: 0.0005]"),
-    upper: Optional[float] = typer.Option(None, "--upper", help="Changed share above which the view changed. \\[default: 0.5]"),
-    backend: Optional[str] = typer.Option(None, "--backend", help="Video decoder: auto, ffmpeg or opencv. \\[default: auto]"),
-    sort: Optional[str] = typer.Option(None, "--sort", help="Folders: name (natural) or time (EXIF/mtime). \\[default: name]"),
-    fps: Optional[float] = typer.Option(None, "--fps", help="Folders: frames per second (frame i at i/fps s). \\[default: EXIF or file times]"),
-    model: Optional[str] = typer.Option(None, "--model", "-m", help="Captioner. \\[default: grounded]"),
-    weights: Optional[str] = typer.Option(None, "--weights", help="Checkpoint for a trained model."),
-    device: Optional[str] = typer.Option(None, "--device", help="auto, cpu or cuda (trained models). \\[default: auto]"),
-    sentences: Optional[int] = typer.Option(None, "--sentences", "-n", help="At most this many sentences per pair. \\[default: 5]"),
-    recognise: Optional[bool] = typer.Option(None, "--recognise/--no-recognise", help="Look for people and vehicles. \\[default: on]"),
-    delta: Optional[float] = typer.Option(None, "--delta", help="RGB distance above which a pixel changed. \\[default: 40]", rich_help_panel="Analysis"),
-    work_size: Optional[int] = typer.Option(None, "--work-size", help="Analyse at this long side, px. \\[default: 640]", rich_help_panel="Analysis"),
+    config: Optional[Path] = typer.Option(
+        None, "--config", help="YAML settings (flags override it)."
+    ),
+    lower: Optional[float] = typer.Option(
+        None, "--lower", help="Changed share below which a pair is 'no change'. \\[default: 0.0005]"
+    ),
+    upper: Optional[float] = typer.Option(
+        None, "--upper", help="Changed share above which the view changed. \\[default: 0.5]"
+    ),
+    backend: Optional[str] = typer.Option(
+        None, "--backend", help="Video decoder: auto, ffmpeg or opencv. \\[default: auto]"
+    ),
+    sort: Optional[str] = typer.Option(
+        None, "--sort", help="Folders: name (natural) or time (EXIF/mtime). \\[default: name]"
+    ),
+    fps: Optional[float] = typer.Option(
+        None,
+        "--fps",
+        help="Folders: frames per second (frame i at i/fps s). \\[default: EXIF or file times]",
+    ),
+    time_pattern: Optional[str] = typer.Option(
+        None,
+        "--time-pattern",
+        help="Folders: read each image's time from its file name, e.g. '%Y%m%d_%H%M%S'.",
+    ),
+    pad_before: Optional[str] = typer.Option(
+        None,
+        "--pad-before",
+        help="Widen each event this much earlier (time syntax). \\[default: 0s]",
+        rich_help_panel="Events",
+    ),
+    pad_after: Optional[str] = typer.Option(
+        None,
+        "--pad-after",
+        help="Widen each event this much later (time syntax). \\[default: 0s]",
+        rich_help_panel="Events",
+    ),
+    min_length: Optional[str] = typer.Option(
+        None,
+        "--min-length",
+        help="Drop events seen for less than this (first to last sample). \\[default: 0s]",
+        rich_help_panel="Events",
+    ),
+    max_visit: Optional[str] = typer.Option(
+        None,
+        "--max-visit",
+        help="An arrival and its departure within this are one event. \\[default: 10m]",
+        rich_help_panel="Events",
+    ),
+    clips: Optional[bool] = typer.Option(
+        None,
+        "--clips/--no-clips",
+        help="Write each event as a video clip under --out/clips/. \\[default: no]",
+        rich_help_panel="Events",
+    ),
+    model: Optional[str] = typer.Option(
+        None, "--model", "-m", help="Captioner. \\[default: grounded]"
+    ),
+    weights: Optional[str] = typer.Option(
+        None, "--weights", help="Checkpoint for a trained model."
+    ),
+    device: Optional[str] = typer.Option(
+        None, "--device", help="auto, cpu or cuda (trained models). \\[default: auto]"
+    ),
+    sentences: Optional[int] = typer.Option(
+        None, "--sentences", "-n", help="At most this many sentences per pair. \\[default: 5]"
+    ),
+    recognise: Optional[bool] = typer.Option(
+        None, "--recognise/--no-recognise", help="Look for people and vehicles. \\[default: on]"
+    ),
+    delta: Optional[float] = typer.Option(
+        None,
+        "--delta",
+        help="RGB distance above which a pixel changed. \\[default: 40]",
+        rich_help_panel="Analysis",
+    ),
+    work_size: Optional[int] = typer.Option(
+        None,
+        "--work-size",
+        help="Analyse at this long side, px. \\[default: 640]",
+        rich_help_panel="Analysis",
+    ),
 ) -> None:
     """Describe what changed over time, as a timeline of events."""
     from ..atomic import folder_lock
@@ -57,32 +146,91 @@ def video(
             # Held from the "does a report exist?" check to the last write: two runs given the
             # same --out at once cannot both pass the check and then mix their files.
             held.enter_context(folder_lock(out))
-        _video(sources, out, resume, overwrite, as_json, config, settings_flags=dict(
-            analysis=dict(delta=delta, work_size=work_size),
-            caption=dict(model=model, weights=weights, device=device, max_sentences=sentences, recognise=recognise),
-            video=dict(every=every, start=start, end=end, compare=compare, reference=reference,
-                       roi=tuple(roi) if roi else None, mask=mask, lower=lower, upper=upper,
-                       backend=backend, sort=sort, fps=fps, jobs=jobs),
-        ))
+        _video(
+            sources,
+            out,
+            resume,
+            overwrite,
+            as_json,
+            config,
+            settings_flags=dict(
+                analysis=dict(delta=delta, work_size=work_size),
+                caption=dict(
+                    model=model,
+                    weights=weights,
+                    device=device,
+                    max_sentences=sentences,
+                    recognise=recognise,
+                ),
+                video=dict(
+                    every=every,
+                    start=start,
+                    end=end,
+                    compare=compare,
+                    reference=reference,
+                    roi=tuple(roi) if roi else None,
+                    mask=mask,
+                    lower=lower,
+                    upper=upper,
+                    backend=backend,
+                    sort=sort,
+                    fps=fps,
+                    time_pattern=time_pattern,
+                    jobs=jobs,
+                    pad_before=pad_before,
+                    pad_after=pad_after,
+                    min_length=min_length,
+                    max_visit=max_visit,
+                    clips=clips,
+                ),
+            ),
+        )
 
 
-def _video(sources: List[str], out: Optional[Path], resume: bool, overwrite: bool, as_json: bool,
-           config: Optional[Path], settings_flags: dict) -> None:
+def _video(
+    sources: List[str],
+    out: Optional[Path],
+    resume: bool,
+    overwrite: bool,
+    as_json: bool,
+    config: Optional[Path],
+    settings_flags: dict,
+) -> None:
     from .. import api
     from ..config import Settings, resolve, settings_from_dict, to_dict
-    from ..report.timeline import check_out_dir, timeline_from_dict, timeline_to_dict, write_timeline
+    from ..errors import UsageError
+    from ..report.timeline import (
+        check_out_dir,
+        timeline_from_dict,
+        timeline_to_dict,
+        write_timeline,
+    )
     from . import render
 
     previous = check_out_dir(out, resume, overwrite) if out else None
     # Continue with the settings the run started with; flags given now still win.
-    base = settings_from_dict(previous.get("settings", {}), "the report being resumed") if previous else Settings()
+    base = (
+        settings_from_dict(previous.get("settings", {}), "the report being resumed")
+        if previous
+        else Settings()
+    )
     settings = resolve(base, config, **settings_flags)
     settings_dict = to_dict(settings)
+    if settings.video.clips:
+        if not out:
+            raise UsageError("--clips needs --out DIR (the clips are written under DIR/clips/)")
+        from ..report.clips import require_ffmpeg
+
+        require_ffmpeg()  # now, not after the analysis
     results = timeline_from_dict(previous) if previous else {}
 
     def save() -> None:
         if out:
-            write_timeline(out, timeline_to_dict([results[s] for s in sources if s in results], settings_dict))
+            write_timeline(
+                out,
+                timeline_to_dict([results[s] for s in sources if s in results], settings_dict),
+                several=len(sources) > 1,
+            )
 
     def on_update(result) -> None:
         results[result.source] = result
@@ -101,6 +249,14 @@ def _video(sources: List[str], out: Optional[Path], resume: bool, overwrite: boo
                 resume=results,
             )
         results.update({r.source: r for r in finished})  # --jobs N: workers cannot call on_update
+        if out and settings.video.clips:
+            made: list[str] = []
+            for name in [s for s in sources if s in results]:
+                results[name] = api.write_event_clips(
+                    out, results[name], on_clip=lambda _event, how: made.append(how)
+                )
+                save()
+            render.print_clips(made, str(out))
     finally:
         save()  # whatever happened, the report on disk says what was done
     data = timeline_to_dict([results[s] for s in sources if s in results], settings_dict)

@@ -38,9 +38,10 @@ import hashlib
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 
@@ -63,7 +64,9 @@ class PrepareSummary:
     feature_files: list[Path] = field(default_factory=list)
     features_computed: int = 0  # pairs whose backbone grids were computed now
     features_reused: int = 0  # pairs whose cached grids were still valid
-    notes: list[str] = field(default_factory=list)  # what was recomputed and why (images changed, ...)
+    notes: list[str] = field(
+        default_factory=list
+    )  # what was recomputed and why (images changed, ...)
 
 
 def _settings_match(folder: Path, settings: dict[str, Any]) -> bool:
@@ -118,7 +121,9 @@ def _load_frames(pair: DatasetPair) -> tuple[Any, Any]:
     from ..frames.image import load_image
     from ..types import Frame
 
-    return Frame(load_image(pair.before), str(pair.before)), Frame(load_image(pair.after), str(pair.after))  # type: ignore[arg-type]
+    return Frame(load_image(pair.before), str(pair.before)), Frame(
+        load_image(pair.after), str(pair.after)
+    )  # type: ignore[arg-type]
 
 
 def analysis_entry(pair: DatasetPair, config: AnalysisConfig) -> dict[str, np.ndarray]:
@@ -164,11 +169,15 @@ def cluster_masks(entry: dict[str, np.ndarray], ids: np.ndarray | None = None) -
     return entry["labels"][None] == (ids.astype(np.int64) + 1)[:, None, None]
 
 
-def load_features(root: str | Path, split: str, backbone: str = "efficientnet_lite0") -> dict[str, np.ndarray]:
+def load_features(
+    root: str | Path, split: str, backbone: str = "efficientnet_lite0"
+) -> dict[str, np.ndarray]:
     """Cached backbone grids of a split: ``before``/``after`` (N, C, h, w) float16, ``ids`` (N,)."""
     path = Path(root) / "cache" / f"features-{backbone}" / f"{split}.npz"
     if not path.is_file():
-        raise DataError(f"{path}: not in the cache; run `spotdiff data prepare {root} --backbone {backbone}`")
+        raise DataError(
+            f"{path}: not in the cache; run `spotdiff data prepare {root} --backbone {backbone}`"
+        )
     with np.load(path) as data:
         return {k: data[k] for k in data.files}
 
@@ -191,9 +200,15 @@ def _feature_settings(backbone: str, weights: str | None, input_size: int | None
     except PackageNotFoundError:  # pragma: no cover - timm is a dependency
         timm_version = None
     return {
-        "backbone": backbone, "weights": str(path), "weights_size": stat.st_size, "weights_mtime_ns": stat.st_mtime_ns,
-        "input_size": input_size, "resize": PREPROCESSING, "timm": timm_version,
-        "dtype": "float16", "version": CACHE_VERSION,
+        "backbone": backbone,
+        "weights": str(path),
+        "weights_size": stat.st_size,
+        "weights_mtime_ns": stat.st_mtime_ns,
+        "input_size": input_size,
+        "resize": PREPROCESSING,
+        "timm": timm_version,
+        "dtype": "float16",
+        "version": CACHE_VERSION,
     }
 
 
@@ -205,8 +220,16 @@ class _Extractor:
     """The backbone, built on first use only: a run that finds everything cached never pays for
     torch/timm imports, the weights load or a forward pass."""
 
-    def __init__(self, folder: Path, backbone: str, weights: str | None, device: str, batch_size: int,
-                 input_size: int | None, settings: dict[str, Any]) -> None:
+    def __init__(
+        self,
+        folder: Path,
+        backbone: str,
+        weights: str | None,
+        device: str,
+        batch_size: int,
+        input_size: int | None,
+        settings: dict[str, Any],
+    ) -> None:
         self.folder, self.backbone, self.weights, self.device = folder, backbone, weights, device
         self.batch_size, self.input_size = batch_size, input_size
         self.settings_hash = _settings_hash(settings)
@@ -221,11 +244,16 @@ class _Extractor:
         self.dev = resolve_device(self.device)
         self._model, self.info = model.to(self.dev), info
         self.size = (self.input_size, self.input_size) if self.input_size else info.input_size
-        self.preprocess = {"input_size": list(self.size), "mean": list(info.mean), "std": list(info.std),
-                           "weights": info.weights}
+        self.preprocess = {
+            "input_size": list(self.size),
+            "mean": list(info.mean),
+            "std": list(info.std),
+            "weights": info.weights,
+        }
 
-    def __call__(self, pairs: list[DatasetPair], stage: str,
-                 progress: Callable[[str, int, int], None] | None) -> tuple[np.ndarray, np.ndarray]:
+    def __call__(
+        self, pairs: list[DatasetPair], stage: str, progress: Callable[[str, int, int], None] | None
+    ) -> tuple[np.ndarray, np.ndarray]:
         """(before, after) grids of ``pairs``, (N, C, h, w) float16 each."""
         import torch
 
@@ -249,12 +277,18 @@ class _Extractor:
         self._model = None
 
 
-def _load_cached_split(folder: Path, split: str, settings_hash: str) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
+def _load_cached_split(
+    folder: Path, split: str, settings_hash: str
+) -> tuple[dict[str, Any], dict[str, np.ndarray]]:
     """(manifest, arrays) of a split's cached grids, or empty ones when absent, made with other
     settings, or inconsistent (an interrupted write between the npz and its manifest)."""
     manifest = _read_json(folder / f"{split}.manifest.json")
     path = folder / f"{split}.npz"
-    if not isinstance(manifest, dict) or manifest.get("settings_hash") != settings_hash or not path.is_file():
+    if (
+        not isinstance(manifest, dict)
+        or manifest.get("settings_hash") != settings_hash
+        or not path.is_file()
+    ):
         return {}, {}
     try:
         with np.load(path) as data:
@@ -267,7 +301,11 @@ def _load_cached_split(folder: Path, split: str, settings_hash: str) -> tuple[di
 
 
 def _update_features(
-    extractor: _Extractor, split: str, all_pairs: list[DatasetPair], wanted: list[DatasetPair], root: Path,
+    extractor: _Extractor,
+    split: str,
+    all_pairs: list[DatasetPair],
+    wanted: list[DatasetPair],
+    root: Path,
     progress: Callable[[str, int, int], None] | None,
 ) -> tuple[Path, int, int, list[str]]:
     """Bring ``<split>.npz`` up to date for ``wanted``; returns (file, computed, reused, notes).
@@ -280,11 +318,17 @@ def _update_features(
     cached: dict[str, Fingerprint] = manifest.get("pairs", {})
     row = {pair_id: i for i, pair_id in enumerate(cached)}
     wanted_ids = {p.id for p in wanted}
-    fingerprints = {p.id: _fingerprint(p, root) for p in all_pairs if p.id in wanted_ids or p.id in cached}
+    fingerprints = {
+        p.id: _fingerprint(p, root) for p in all_pairs if p.id in wanted_ids or p.id in cached
+    }
     valid = {i for i, fp in cached.items() if fingerprints.get(i) == fp}
     todo = [p for p in wanted if p.id not in valid]
     changed = sum(p.id in cached for p in todo)
-    notes = [f"features {split}: {changed} pair(s) recomputed because their images changed"] if changed else []
+    notes = (
+        [f"features {split}: {changed} pair(s) recomputed because their images changed"]
+        if changed
+        else []
+    )
     if not todo and len(valid) == len(cached):
         return path, 0, len(wanted), notes
     new: dict[str, tuple[np.ndarray, np.ndarray]] = {}
@@ -299,7 +343,11 @@ def _update_features(
         return path, 0, 0, notes
 
     def grid(pair_id: str, which: int) -> np.ndarray:
-        return new[pair_id][which] if pair_id in new else arrays[("before", "after")[which]][row[pair_id]]
+        return (
+            new[pair_id][which]
+            if pair_id in new
+            else arrays[("before", "after")[which]][row[pair_id]]
+        )
 
     out = {
         "before": np.stack([grid(i, 0) for i in order]),
@@ -310,10 +358,14 @@ def _update_features(
     np.savez(tmp, **out)
     tmp.replace(path)
     preprocess = extractor.preprocess or manifest.get("preprocess", {})
-    _write_json(folder / f"{split}.manifest.json", {
-        "settings_hash": extractor.settings_hash, "preprocess": preprocess,
-        "pairs": {i: fingerprints[i] for i in order},
-    })
+    _write_json(
+        folder / f"{split}.manifest.json",
+        {
+            "settings_hash": extractor.settings_hash,
+            "preprocess": preprocess,
+            "pairs": {i: fingerprints[i] for i in order},
+        },
+    )
     return path, len(todo), len(wanted) - len(todo), notes
 
 
@@ -355,8 +407,15 @@ def prepare_dataset(
     if backbone:
         feature_settings = _feature_settings(backbone, weights, input_size)
         _fresh(cache / f"features-{backbone}", feature_settings, invalidated)
-        extractor = _Extractor(cache / f"features-{backbone}", backbone, weights, device, batch_size, input_size,
-                               feature_settings)
+        extractor = _Extractor(
+            cache / f"features-{backbone}",
+            backbone,
+            weights,
+            device,
+            batch_size,
+            input_size,
+            feature_settings,
+        )
     for split in chosen:
         data = load_dataset(root, split, format, require_images=True)
         pairs = list(data.pairs[:limit] if limit else data.pairs)
@@ -385,14 +444,27 @@ def prepare_dataset(
                 progress(f"analysis {split}", index + 1, len(pairs))
         _write_json(manifest_path, manifest)
         if changed:
-            notes.append(f"analysis {split}: {changed} pair(s) recomputed because their images changed")
+            notes.append(
+                f"analysis {split}: {changed} pair(s) recomputed because their images changed"
+            )
         if extractor is not None:
-            path, done, kept, why = _update_features(extractor, split, list(data.pairs), pairs, root, progress)
+            path, done, kept, why = _update_features(
+                extractor, split, list(data.pairs), pairs, root, progress
+            )
             features_computed += done
             features_reused += kept
             notes.extend(why)
             feature_files.append(path)
     if extractor is not None:
         extractor.release()
-    return PrepareSummary(root, counts, computed, reused, invalidated, feature_files, features_computed,
-                          features_reused, notes)
+    return PrepareSummary(
+        root,
+        counts,
+        computed,
+        reused,
+        invalidated,
+        feature_files,
+        features_computed,
+        features_reused,
+        notes,
+    )

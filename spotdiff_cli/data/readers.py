@@ -24,9 +24,10 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..errors import DataError
 
@@ -65,7 +66,9 @@ class DatasetPair:
     @property
     def descriptions(self) -> tuple[str, ...]:
         """One whole description per annotator (sentences joined): multi-sentence references."""
-        return tuple(" ".join(s for s in annotation if s.strip()) for annotation in self.annotations)
+        return tuple(
+            " ".join(s for s in annotation if s.strip()) for annotation in self.annotations
+        )
 
 
 @dataclass(frozen=True)
@@ -108,7 +111,9 @@ def _sentences(value: Any, path: Path, entry: str, key: str) -> tuple[str, ...]:
     if isinstance(value, str):
         value = [value]
     if not isinstance(value, list) or not all(isinstance(s, str) for s in value):
-        raise DataError(f"{path}: entry {entry}: '{key}' must be a list of strings, got {type(value).__name__}")
+        raise DataError(
+            f"{path}: entry {entry}: '{key}' must be a list of strings, got {type(value).__name__}"
+        )
     return tuple(s.strip().lower() for s in value)
 
 
@@ -124,13 +129,20 @@ def _check_images(pairs: Iterable[DatasetPair], source: Path) -> None:
 
 def _non_empty(pairs: list[DatasetPair], source: Path, split: str) -> tuple[DatasetPair, ...]:
     if not pairs:
-        raise DataError(f"{source}: split '{split}' has no pairs; check --split or regenerate the dataset")
+        raise DataError(
+            f"{source}: split '{split}' has no pairs; check --split or regenerate the dataset"
+        )
     return tuple(pairs)
 
 
 def _split_names(split: str) -> tuple[str, ...]:
     """The file names a split may go by ('val' is 'valid' in Image-Editing-Request)."""
-    aliases = {"val": ("val", "valid", "validation"), "valid": ("valid", "val"), "test": ("test",), "train": ("train",)}
+    aliases = {
+        "val": ("val", "valid", "validation"),
+        "valid": ("valid", "val"),
+        "test": ("test",),
+        "train": ("train",),
+    }
     return aliases.get(split, (split,))
 
 
@@ -149,17 +161,23 @@ def read_spot_the_diff(root: Path, split: str, require_images: bool = True) -> D
     source = ann_dir / f"{split}.json"
     items = _read_json(source)
     if not isinstance(items, list):
-        raise DataError(f"{source}: expected a JSON list of {{img_id, sentences}}, got {type(items).__name__}")
+        raise DataError(
+            f"{source}: expected a JSON list of {{img_id, sentences}}, got {type(items).__name__}"
+        )
     merged: dict[str, list[tuple[str, ...]]] = {}
     for index, item in enumerate(items):
         if not isinstance(item, dict) or "img_id" not in item or "sentences" not in item:
-            raise DataError(f"{source}: entry {index} must be an object with 'img_id' and 'sentences'; got {str(item)[:80]}")
+            raise DataError(
+                f"{source}: entry {index} must be an object with 'img_id' and 'sentences'; got {str(item)[:80]}"
+            )
         img_id = str(item["img_id"])
-        merged.setdefault(img_id, []).append(_sentences(item["sentences"], source, f"{index} (img_id {img_id})", "sentences"))
+        merged.setdefault(img_id, []).append(
+            _sentences(item["sentences"], source, f"{index} (img_id {img_id})", "sentences")
+        )
     gold = _read_gold(ann_dir / f"{split}_gold.json")
     image_dir = _spot_image_dir(root, ann_dir)
     pairs = []
-    for img_id, annotations in merged.items():
+    for img_id, by_annotator in merged.items():
         record = gold.get(img_id, {})
         changes = tuple(record.get("changes", ()))
         distractor = record.get("distractor")
@@ -169,7 +187,7 @@ def read_spot_the_diff(root: Path, split: str, require_images: bool = True) -> D
                 id=img_id,
                 before=image_dir / f"{img_id}.png" if image_dir else None,
                 after=image_dir / f"{img_id}_2.png" if image_dir else None,
-                annotations=tuple(annotations),
+                annotations=tuple(by_annotator),
                 change_types=types,
                 distractor=distractor,
                 gold=changes,
@@ -178,7 +196,9 @@ def read_spot_the_diff(root: Path, split: str, require_images: bool = True) -> D
     result = _non_empty(pairs, source, split)
     if require_images:
         if image_dir is None:
-            raise DataError(f"{root}: no images/ folder next to annotations/; add the images or evaluate predictions only")
+            raise DataError(
+                f"{root}: no images/ folder next to annotations/; add the images or evaluate predictions only"
+            )
         _check_images(result, source)
     return Dataset(root, "spot-the-diff", split, result, source, n_annotations=len(items))
 
@@ -199,7 +219,9 @@ def _read_gold(path: Path) -> dict[str, dict[str, Any]]:
     out = {}
     for index, record in enumerate(records):
         if not isinstance(record, dict) or "img_id" not in record:
-            raise DataError(f"{path}: entry {index} has no 'img_id'; regenerate with `spotdiff data synth`")
+            raise DataError(
+                f"{path}: entry {index} has no 'img_id'; regenerate with `spotdiff data synth`"
+            )
         out[str(record["img_id"])] = record
     return out
 
@@ -233,7 +255,9 @@ def _captions_by_number(path: Path) -> dict[int, tuple[str, ...]]:
     for key, value in data.items():
         number = _number_of(str(key))
         if number is None:
-            raise DataError(f"{path}: entry '{key}' has no image number in its name (expected e.g. CLEVR_default_000123.png)")
+            raise DataError(
+                f"{path}: entry '{key}' has no image number in its name (expected e.g. CLEVR_default_000123.png)"
+            )
         out[number] = _sentences(value, path, str(key), "captions")
     return out
 
@@ -251,7 +275,13 @@ def read_clevr_change(root: Path, split: str, require_images: bool = True) -> Da
     types: dict[int, str] = {}
     if (root / "type_mapping.json").is_file():
         mapping = _read_json(root / "type_mapping.json")
-        for key, value in (mapping.items() if isinstance(mapping, dict) else []):
+        for key, value in mapping.items() if isinstance(mapping, dict) else []:
+            if isinstance(value, list):  # the release's form: {"color": ["000123.png", ...]}
+                for name in value:
+                    number = _number_of(str(name))
+                    if number is not None:
+                        types[number] = str(key)
+                continue
             number = _number_of(str(key))
             if number is not None:
                 types[number] = str(value)
@@ -263,9 +293,13 @@ def read_clevr_change(root: Path, split: str, require_images: bool = True) -> Da
         try:
             n = int(raw)
         except (TypeError, ValueError):
-            raise DataError(f"{splits_path}: split '{split}' entry {raw!r} is not an image number") from None
+            raise DataError(
+                f"{splits_path}: split '{split}' entry {raw!r} is not an image number"
+            ) from None
         if n not in change:
-            raise DataError(f"{root / 'change_captions.json'}: no captions for image {n} listed in split '{split}'")
+            raise DataError(
+                f"{root / 'change_captions.json'}: no captions for image {n} listed in split '{split}'"
+            )
         pairs.append(
             DatasetPair(
                 id=str(n),
@@ -289,7 +323,14 @@ def read_clevr_change(root: Path, split: str, require_images: bool = True) -> Da
     result = _non_empty(pairs, splits_path, split)
     if require_images:
         _check_images(result, splits_path)
-    return Dataset(root, "clevr-change", split, result, splits_path, n_annotations=sum(len(p.annotations) for p in result))
+    return Dataset(
+        root,
+        "clevr-change",
+        split,
+        result,
+        splits_path,
+        n_annotations=sum(len(p.annotations) for p in result),
+    )
 
 
 # ----------------------------------------------------------------------------------------------
@@ -305,20 +346,32 @@ def _first_existing(candidates: Iterable[Path]) -> Path | None:
 
 def read_image_editing_request(root: Path, split: str, require_images: bool = True) -> Dataset:
     ann_dir = annotations_dir(root)
-    source = _first_existing(d / f"{name}.json" for name in _split_names(split) for d in (root, ann_dir))
+    source = _first_existing(
+        d / f"{name}.json" for name in _split_names(split) for d in (root, ann_dir)
+    )
     if source is None:
-        raise DataError(f"{root}: no {split}.json (or valid.json) with {{img0, img1, sents}} entries found")
+        raise DataError(
+            f"{root}: no {split}.json (or valid.json) with {{img0, img1, sents}} entries found"
+        )
     items = _read_json(source)
     if not isinstance(items, list):
-        raise DataError(f"{source}: expected a JSON list of {{img0, img1, sents}}, got {type(items).__name__}")
-    image_dirs = [d for d in (root / "images", source.parent / "images", source.parent, root) if d.is_dir()]
+        raise DataError(
+            f"{source}: expected a JSON list of {{img0, img1, sents}}, got {type(items).__name__}"
+        )
+    image_dirs = [
+        d for d in (root / "images", source.parent / "images", source.parent, root) if d.is_dir()
+    ]
     pairs = []
     for index, item in enumerate(items):
         if not isinstance(item, dict) or not {"img0", "img1", "sents"} <= set(item):
-            raise DataError(f"{source}: entry {index} must have 'img0', 'img1' and 'sents'; got {str(item)[:80]}")
+            raise DataError(
+                f"{source}: entry {index} must have 'img0', 'img1' and 'sents'; got {str(item)[:80]}"
+            )
+
         def locate(name: str) -> Path:
             found = _first_existing(d / name for d in image_dirs)
             return found if found is not None else image_dirs[0] / name
+
         pair_id = str(item.get("uid", item.get("id", index)))
         sents = _sentences(item["sents"], source, str(index), "sents")
         pairs.append(
@@ -341,11 +394,19 @@ def read_image_editing_request(root: Path, split: str, require_images: bool = Tr
 
 
 def read_jsonl(root: Path, split: str, require_images: bool = True) -> Dataset:
-    source = root if root.is_file() else _first_existing(
-        d / f"{name}.jsonl" for name in _split_names(split) for d in (root, annotations_dir(root))
+    source = (
+        root
+        if root.is_file()
+        else _first_existing(
+            d / f"{name}.jsonl"
+            for name in _split_names(split)
+            for d in (root, annotations_dir(root))
+        )
     )
     if source is None:
-        raise DataError(f"{root}: no {split}.jsonl found; write one {{before, after, sentences}} object per line")
+        raise DataError(
+            f"{root}: no {split}.jsonl found; write one {{before, after, sentences}} object per line"
+        )
     pairs = []
     for line_no, line in enumerate(source.read_text(encoding="utf-8").splitlines(), start=1):
         if not line.strip():
@@ -353,7 +414,9 @@ def read_jsonl(root: Path, split: str, require_images: bool = True) -> Dataset:
         try:
             item = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise DataError(f"{source}: line {line_no}: malformed JSON ({exc.msg}); one object per line") from exc
+            raise DataError(
+                f"{source}: line {line_no}: malformed JSON ({exc.msg}); one object per line"
+            ) from exc
         if not isinstance(item, dict) or not {"before", "after", "sentences"} <= set(item):
             raise DataError(f"{source}: line {line_no} must have 'before', 'after' and 'sentences'")
         sentences = _sentences(item["sentences"], source, f"line {line_no}", "sentences")
@@ -386,7 +449,9 @@ def detect_format(root: Path, split: str = "test") -> str:
     if root.is_file():
         if root.suffix == ".jsonl":
             return "jsonl"
-        raise DataError(f"{root}: give the dataset folder, not a file (a .jsonl file is the only single-file dataset)")
+        raise DataError(
+            f"{root}: give the dataset folder, not a file (a .jsonl file is the only single-file dataset)"
+        )
     if not root.is_dir():
         raise DataError(f"{root}: dataset folder not found")
     if (root / "splits.json").is_file() and (root / "change_captions.json").is_file():
@@ -431,9 +496,13 @@ def available_splits(root: str | Path, format: str = "auto") -> list[str]:
             splits = _read_json(root / "splits.json")
             found = isinstance(splits, dict) and split in splits
         elif fmt == "jsonl":
-            found = root.is_file() or any((d / f"{n}.jsonl").is_file() for n in _split_names(split) for d in (root, ann))
+            found = root.is_file() or any(
+                (d / f"{n}.jsonl").is_file() for n in _split_names(split) for d in (root, ann)
+            )
         elif fmt == "image-editing-request":
-            found = any((d / f"{n}.json").is_file() for n in _split_names(split) for d in (root, ann))
+            found = any(
+                (d / f"{n}.json").is_file() for n in _split_names(split) for d in (root, ann)
+            )
         else:
             found = (ann / f"{split}.json").is_file()
         if found:

@@ -59,12 +59,21 @@ class DatasetStats:
             ("Image pairs", f"{self.pairs:,}"),
             ("Annotations", f"{self.annotations:,}"),
             ("Sentences (empty ones)", f"{self.sentences:,} ({self.empty_sentences:,})"),
-            ("Sentences per annotation, mean (std)", f"{self.sentences_per_annotation:.2f} ({self.sentences_per_annotation_std:.2f})"),
+            (
+                "Sentences per annotation, mean (std)",
+                f"{self.sentences_per_annotation:.2f} ({self.sentences_per_annotation_std:.2f})",
+            ),
             ("Vocabulary size", f"{self.vocabulary:,}"),
             (f"Frequent word types (>= {FREQUENT_COUNT} occurrences)", f"{self.frequent_types:,}"),
             ("Word tokens that are frequent types", f"{100 * self.frequent_token_share:.0f}%"),
-            ("Words per sentence, mean (std)", f"{self.words_per_sentence:.2f} ({self.words_per_sentence_std:.2f})"),
-            (f"Long sentences (> {LONG_SENTENCE_WORDS} words)", f"{100 * self.long_sentence_share:.1f}%"),
+            (
+                "Words per sentence, mean (std)",
+                f"{self.words_per_sentence:.2f} ({self.words_per_sentence_std:.2f})",
+            ),
+            (
+                f"Long sentences (> {LONG_SENTENCE_WORDS} words)",
+                f"{100 * self.long_sentence_share:.1f}%",
+            ),
         ] + [(f"Pairs with change type '{k}'", f"{v:,}") for k, v in self.change_types.items()]
 
     def to_markdown(self) -> str:
@@ -73,7 +82,9 @@ class DatasetStats:
         return "\n".join(lines) + "\n"
 
 
-def _stats(annotations: list[tuple[str, ...]], pairs: int, splits: list[str], change_types: Counter) -> DatasetStats:
+def _stats(
+    annotations: list[tuple[str, ...]], pairs: int, splits: list[str], change_types: Counter
+) -> DatasetStats:
     sentences = [s for a in annotations for s in a]
     if not sentences:
         raise DataError(f"no sentences in split(s) {', '.join(splits)}")
@@ -94,20 +105,26 @@ def _stats(annotations: list[tuple[str, ...]], pairs: int, splits: list[str], ch
         words_per_sentence_std=float(words.std()),
         vocabulary=len(counts),
         frequent_types=len(frequent),
-        frequent_token_share=sum(counts[w] for w in frequent) / total_tokens if total_tokens else 0.0,
+        frequent_token_share=sum(counts[w] for w in frequent) / total_tokens
+        if total_tokens
+        else 0.0,
         long_sentence_share=float((words > LONG_SENTENCE_WORDS).mean()),
         change_types=dict(sorted(change_types.items())),
     )
 
 
-def dataset_stats(root: str | Path, splits: list[str] | tuple[str, ...] | None = None, format: str = "auto") -> DatasetStats:
+def dataset_stats(
+    root: str | Path, splits: list[str] | tuple[str, ...] | None = None, format: str = "auto"
+) -> DatasetStats:
     """Table 1 statistics of a dataset folder over ``splits`` (default: every split it has)."""
     root = Path(root)
     chosen = list(splits) if splits else []
     if not chosen:
         chosen = available_splits(root, format)
         if not chosen:
-            raise DataError(f"{root}: no train/val/test annotations found; is this a dataset folder?")
+            raise DataError(
+                f"{root}: no train/val/test annotations found; is this a dataset folder?"
+            )
     everything: list[tuple[str, ...]] = []
     pairs = 0
     types: Counter = Counter()
@@ -117,7 +134,9 @@ def dataset_stats(root: str | Path, splits: list[str] | tuple[str, ...] | None =
         annotations = [a for p in data.pairs for a in p.annotations]
         split_types = Counter(t for p in data.pairs for t in dict.fromkeys(p.change_types))
         one = _stats(annotations, len(data.pairs), [split], split_types)
-        per_split[split] = {k: v for k, v in one.to_dict().items() if k not in ("per_split", "splits")}
+        per_split[split] = {
+            k: v for k, v in one.to_dict().items() if k not in ("per_split", "splits")
+        }
         everything += annotations
         pairs += len(data.pairs)
         types += split_types

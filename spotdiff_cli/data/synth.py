@@ -37,9 +37,10 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import cv2
 import numpy as np
@@ -48,12 +49,22 @@ from ..errors import InputError, OutputError, UsageError
 
 # Colour names and their RGB: the vocabulary of colour words in captions.
 VEHICLE_COLOURS: dict[str, tuple[int, int, int]] = {
-    "red": (190, 30, 35), "blue": (35, 70, 175), "white": (232, 232, 228), "black": (28, 28, 32),
-    "silver": (165, 168, 172), "green": (40, 120, 55), "yellow": (225, 190, 40),
+    "red": (190, 30, 35),
+    "blue": (35, 70, 175),
+    "white": (232, 232, 228),
+    "black": (28, 28, 32),
+    "silver": (165, 168, 172),
+    "green": (40, 120, 55),
+    "yellow": (225, 190, 40),
 }
 CLOTHING_COLOURS: dict[str, tuple[int, int, int]] = {
-    "red": (200, 40, 40), "blue": (40, 80, 190), "white": (235, 235, 235), "black": (25, 25, 25),
-    "green": (50, 140, 60), "yellow": (230, 200, 50), "orange": (235, 120, 30),
+    "red": (200, 40, 40),
+    "blue": (40, 80, 190),
+    "white": (235, 235, 235),
+    "black": (25, 25, 25),
+    "green": (50, 140, 60),
+    "yellow": (230, 200, 50),
+    "orange": (235, 120, 30),
 }
 # Length (long side) in pixels at the bottom of a 224 px frame, before the perspective factor.
 KIND_SIZE = {"car": 36.0, "van": 42.0, "truck": 52.0, "person": 22.0}
@@ -82,15 +93,21 @@ class SynthConfig:
     backgrounds: str | None = None
     sprites: str | None = None
 
-    def validate(self) -> "SynthConfig":
+    def validate(self) -> SynthConfig:
         checks = [
             (self.pairs >= 1, "--pairs must be at least 1"),
             (32 <= self.size <= 2048, "--size must be between 32 and 2048"),
-            (0 <= self.train and 0 <= self.val and self.train + self.val <= 1, "split shares must be in [0, 1] and sum to at most 1"),
+            (
+                0 <= self.train and 0 <= self.val and self.train + self.val <= 1,
+                "split shares must be in [0, 1] and sum to at most 1",
+            ),
             (0 <= self.distractor_rate <= 1, "--distractors must be in [0, 1]"),
             (1 <= self.max_changes <= 4, "--max-changes must be between 1 and 4"),
             (self.annotators >= 1, "--annotators must be at least 1"),
-            (0 <= self.min_objects <= self.max_objects, "--min-objects must not exceed --max-objects"),
+            (
+                0 <= self.min_objects <= self.max_objects,
+                "--min-objects must not exceed --max-objects",
+            ),
         ]
         for ok, message in checks:
             if not ok:
@@ -157,8 +174,12 @@ class Sprite:
 
 def _kind_from_name(path: Path) -> str | None:
     text = f"{path.parent.name} {path.stem}".lower()
-    for kind, words in (("person", ("person", "people", "pedestrian", "man", "woman")), ("truck", ("truck", "bus")),
-                        ("van", ("van",)), ("car", ("car", "vehicle", "auto"))):
+    for kind, words in (
+        ("person", ("person", "people", "pedestrian", "man", "woman")),
+        ("truck", ("truck", "bus")),
+        ("van", ("van",)),
+        ("car", ("car", "vehicle", "auto")),
+    ):
         if any(w in text for w in words):
             return kind
     return None
@@ -181,7 +202,9 @@ def load_sprites(folder: str | Path) -> list[Sprite]:
         try:
             meta[index_file.parent] = json.loads(index_file.read_text())
         except json.JSONDecodeError as exc:
-            raise InputError(f"{index_file}: malformed JSON at line {exc.lineno} ({exc.msg})") from exc
+            raise InputError(
+                f"{index_file}: malformed JSON at line {exc.lineno} ({exc.msg})"
+            ) from exc
     for path in sorted(folder.rglob("*.png")):
         if path.stem.endswith("_mask"):
             continue
@@ -197,7 +220,10 @@ def load_sprites(folder: str | Path) -> list[Sprite]:
             rgb = cv2.cvtColor(image[:, :, :3], cv2.COLOR_BGR2RGB)
         elif mask_path.is_file():
             alpha = cv2.imread(str(mask_path), cv2.IMREAD_GRAYSCALE).astype(np.float32) / 255
-            rgb = cv2.cvtColor(image[:, :, :3] if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2BGR), cv2.COLOR_BGR2RGB)
+            rgb = cv2.cvtColor(
+                image[:, :, :3] if image.ndim == 3 else cv2.cvtColor(image, cv2.COLOR_GRAY2BGR),
+                cv2.COLOR_BGR2RGB,
+            )
         else:
             continue
         if alpha.sum() < 20:
@@ -221,8 +247,12 @@ def load_sprites(folder: str | Path) -> list[Sprite]:
 
 def background_cameras(folder: str | Path) -> list[str]:
     """The camera name (file stem) of each image ``load_backgrounds`` returns, in its order."""
-    return [p.stem for p in sorted(Path(folder).iterdir())
-            if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".webp") and cv2.imread(str(p)) is not None]
+    return [
+        p.stem
+        for p in sorted(Path(folder).iterdir())
+        if p.suffix.lower() in (".png", ".jpg", ".jpeg", ".bmp", ".webp")
+        and cv2.imread(str(p)) is not None
+    ]
 
 
 def load_backgrounds(folder: str | Path) -> list[np.ndarray]:
@@ -244,7 +274,9 @@ def load_backgrounds(folder: str | Path) -> list[np.ndarray]:
 def _thumbnail(frame: np.ndarray) -> np.ndarray:
     """Small blurred grey copy: cheap to compare, insensitive to noise and 1-2 px jitter."""
     grey = cv2.cvtColor(frame, cv2.COLOR_BGR2GRAY)
-    small = cv2.resize(grey, (96, max(1, round(96 * grey.shape[0] / grey.shape[1]))), interpolation=cv2.INTER_AREA)
+    small = cv2.resize(
+        grey, (96, max(1, round(96 * grey.shape[0] / grey.shape[1]))), interpolation=cv2.INTER_AREA
+    )
     return cv2.GaussianBlur(small.astype(np.float32), (3, 3), 0)
 
 
@@ -275,9 +307,24 @@ def _register(frame: np.ndarray, background: np.ndarray, max_shift: float) -> np
     (dx, dy), _ = cv2.phaseCorrelate(a.copy(), b.copy(), window)
     out = frame.astype(np.float32)
     if 0.5 <= np.hypot(dx, dy) <= max_shift:
-        out = cv2.warpAffine(out, np.float32([[1, 0, -dx], [0, 1, -dy]]), frame.shape[1::-1], borderMode=cv2.BORDER_REPLICATE)
+        out = cv2.warpAffine(
+            out,
+            np.float32([[1, 0, -dx], [0, 1, -dy]]),
+            frame.shape[1::-1],
+            borderMode=cv2.BORDER_REPLICATE,
+        )
     # Median of per-pixel ratios: robust while objects cover less than half the frame.
-    gain = float(np.median((a + 1) / (cv2.cvtColor(np.clip(out, 0, 255).astype(np.uint8), cv2.COLOR_BGR2GRAY).astype(np.float32) + 1)))
+    gain = float(
+        np.median(
+            (a + 1)
+            / (
+                cv2.cvtColor(np.clip(out, 0, 255).astype(np.uint8), cv2.COLOR_BGR2GRAY).astype(
+                    np.float32
+                )
+                + 1
+            )
+        )
+    )
     return np.clip(out * gain, 0, 255)
 
 
@@ -288,8 +335,16 @@ def _box_iou(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> floa
     return inter / float(a[2] * a[3] + b[2] * b[3] - inter)
 
 
-def cut_sprites(video: str | Path, out: str | Path, kind: str = "person", every: int = 10, max_sprites: int = 200,
-                min_area: int = 150, threshold: float = 40.0, backgrounds_out: str | Path | None = None) -> tuple[Path, int]:
+def cut_sprites(
+    video: str | Path,
+    out: str | Path,
+    kind: str = "person",
+    every: int = 10,
+    max_sprites: int = 200,
+    min_area: int = 150,
+    threshold: float = 40.0,
+    backgrounds_out: str | Path | None = None,
+) -> tuple[Path, int]:
     """Cut moving objects out of a fixed-camera clip.
 
     The empty scene is a real frame of the clip (:func:`find_empty_frame`), written as
@@ -317,7 +372,9 @@ def cut_sprites(video: str | Path, out: str | Path, kind: str = "person", every:
         index += 1
     cap.release()
     if len(frames) < 5:
-        raise InputError(f"{video}: too few frames ({len(frames)}) to find an empty background; lower --every")
+        raise InputError(
+            f"{video}: too few frames ({len(frames)}) to find an empty background; lower --every"
+        )
     empty, same = find_empty_frame(frames)
     background = frames[empty]
     height, width = background.shape[:2]
@@ -349,13 +406,19 @@ def cut_sprites(video: str | Path, out: str | Path, kind: str = "person", every:
         for label in range(1, n):
             x, y, w, h, area = (int(v) for v in stats[label])
             margin = 2  # registration shifts smear the outermost pixels
-            if (area < min_area * scale * scale or area > 0.25 * width * height
-                    or x <= margin or y <= margin or x + w >= width - margin or y + h >= height - margin):
+            if (
+                area < min_area * scale * scale
+                or area > 0.25 * width * height
+                or x <= margin
+                or y <= margin
+                or x + w >= width - margin
+                or y + h >= height - margin
+            ):
                 continue  # noise, an exposure failure, or an object cut off by the frame
             if kind == "person" and h < 1.2 * w:
                 continue  # a part of someone (a head, an arm) or several people merged
-            component = (labels[y:y + h, x:x + w] == label).astype(np.uint8)
-            if float(dist[y:y + h, x:x + w][component > 0].mean()) < 1.5 * threshold:
+            component = (labels[y : y + h, x : x + w] == label).astype(np.uint8)
+            if float(dist[y : y + h, x : x + w][component > 0].mean()) < 1.5 * threshold:
                 continue  # faint: a shadow or reflection on the wall, not an object
             box = (x, y, w, h)
             current.append(box)
@@ -366,7 +429,9 @@ def cut_sprites(video: str | Path, out: str | Path, kind: str = "person", every:
             filled = np.zeros_like(component)
             cv2.drawContours(filled, contours, -1, 1, thickness=cv2.FILLED)
             alpha = cv2.GaussianBlur(filled * 255, (3, 3), 0)
-            rgba = np.dstack([np.clip(registered[y:y + h, x:x + w], 0, 255).astype(np.uint8), alpha])
+            rgba = np.dstack(
+                [np.clip(registered[y : y + h, x : x + w], 0, 255).astype(np.uint8), alpha]
+            )
             name = f"{kind}_{count:04d}.png"
             cv2.imwrite(str(out / name), rgba)
             records[name] = {"kind": kind, "bbox": list(box), "frame": frame_index * every}
@@ -376,10 +441,20 @@ def cut_sprites(video: str | Path, out: str | Path, kind: str = "person", every:
         previous = current
         if count >= max_sprites:
             break
-    (out / "sprites.json").write_text(json.dumps({
-        "camera": camera, "source": str(video), "frame_size": [width, height], "empty_frame": empty * every,
-        "background": str(bg_path), "sprites": records,
-    }, indent=1) + "\n")
+    (out / "sprites.json").write_text(
+        json.dumps(
+            {
+                "camera": camera,
+                "source": str(video),
+                "frame_size": [width, height],
+                "empty_frame": empty * every,
+                "background": str(bg_path),
+                "sprites": records,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     return bg_path, count
 
 
@@ -398,7 +473,9 @@ def draw_ground(rng: np.random.Generator, size: int, kind: str) -> np.ndarray:
     """A textured ground plane, (size, size, 3) float32 in 0-255."""
     grain = rng.standard_normal((size, size, 1), dtype=np.float32)
     if kind == "asphalt":
-        base = np.array([rng.uniform(80, 125)] * 3, dtype=np.float32) + rng.uniform(-6, 6, 3).astype(np.float32)
+        base = np.array([rng.uniform(80, 125)] * 3, dtype=np.float32) + rng.uniform(
+            -6, 6, 3
+        ).astype(np.float32)
         img = base + 14 * _smooth_noise(rng, size, 6) + 9 * grain
         # Parking-bay lines across the lot (white or yellow), in perspective: closer apart at the top.
         line = (235, 235, 225) if rng.random() < 0.7 else (220, 190, 60)
@@ -406,17 +483,28 @@ def draw_ground(rng: np.random.Generator, size: int, kind: str) -> np.ndarray:
         for row_top in (rng.uniform(0.15, 0.3) * size, rng.uniform(0.6, 0.75) * size):
             x = rng.uniform(0, spacing)
             while x < size:
-                cv2.line(img, (int(x), int(row_top)), (int(x + 4), int(row_top + 0.16 * size)), line, 1, cv2.LINE_AA)
+                cv2.line(
+                    img,
+                    (int(x), int(row_top)),
+                    (int(x + 4), int(row_top + 0.16 * size)),
+                    line,
+                    1,
+                    cv2.LINE_AA,
+                )
                 x += spacing
     elif kind == "grass":
-        base = np.array([rng.uniform(55, 85), rng.uniform(105, 140), rng.uniform(40, 65)], dtype=np.float32)
+        base = np.array(
+            [rng.uniform(55, 85), rng.uniform(105, 140), rng.uniform(40, 65)], dtype=np.float32
+        )
         img = base + 18 * _smooth_noise(rng, size, 10) + 14 * grain
         # A paved path through the grass gives the scene structure.
         y0 = int(rng.uniform(0.3, 0.7) * size)
         path = np.full(3, rng.uniform(140, 175), dtype=np.float32)
         img[y0 : y0 + int(0.12 * size)] = path + 6 * grain[y0 : y0 + int(0.12 * size)]
     else:  # floor: tiles
-        base = np.array([rng.uniform(170, 210), rng.uniform(160, 195), rng.uniform(140, 180)], dtype=np.float32)
+        base = np.array(
+            [rng.uniform(170, 210), rng.uniform(160, 195), rng.uniform(140, 180)], dtype=np.float32
+        )
         img = base + 6 * _smooth_noise(rng, size, 4) + 4 * grain
         step = int(rng.uniform(0.09, 0.15) * size)
         for k in range(0, size, step):
@@ -432,8 +520,16 @@ def _shade(colour: tuple[int, int, int], factor: float) -> tuple[float, float, f
 def _draw_vehicle(img: np.ndarray, o: Obj, rgb: tuple[int, int, int]) -> None:
     x, y, w, h = o.x, o.y, o.w, o.h
     radius = max(2, min(w, h) // 4)
-    body = [(x + radius, y), (x + w - radius, y), (x + w, y + radius), (x + w, y + h - radius),
-            (x + w - radius, y + h), (x + radius, y + h), (x, y + h - radius), (x, y + radius)]
+    body = [
+        (x + radius, y),
+        (x + w - radius, y),
+        (x + w, y + radius),
+        (x + w, y + h - radius),
+        (x + w - radius, y + h),
+        (x + radius, y + h),
+        (x, y + h - radius),
+        (x, y + radius),
+    ]
     cv2.fillPoly(img, [np.array(body, np.int32)], _shade(rgb, 0.85), cv2.LINE_AA)
     # Lit roof, dark windows and, for trucks, a separate cab: enough structure for a backbone.
     if o.horizontal:
@@ -442,7 +538,9 @@ def _draw_vehicle(img: np.ndarray, o: Obj, rgb: tuple[int, int, int]) -> None:
         cv2.rectangle(img, (x + cab - 3, y + 3), (x + cab, y + h - 3), (35, 40, 50), -1)
         cv2.rectangle(img, (x + w - cab, y + 3), (x + w - cab + 2, y + h - 3), (35, 40, 50), -1)
         if o.kind == "truck":
-            cv2.line(img, (x + w - cab - 2, y + 1), (x + w - cab - 2, y + h - 1), _shade(rgb, 0.6), 1)
+            cv2.line(
+                img, (x + w - cab - 2, y + 1), (x + w - cab - 2, y + h - 1), _shade(rgb, 0.6), 1
+            )
     else:
         cab = int(h * (0.3 if o.kind == "truck" else 0.22))
         cv2.rectangle(img, (x + 2, y + cab), (x + w - 2, y + h - cab), _shade(rgb, 1.1), -1)
@@ -450,14 +548,26 @@ def _draw_vehicle(img: np.ndarray, o: Obj, rgb: tuple[int, int, int]) -> None:
         cv2.rectangle(img, (x + 3, y + h - cab), (x + w - 3, y + h - cab + 2), (35, 40, 50), -1)
 
 
-def _draw_person(img: np.ndarray, o: Obj, rgb: tuple[int, int, int], rng: np.random.Generator) -> None:
+def _draw_person(
+    img: np.ndarray, o: Obj, rgb: tuple[int, int, int], rng: np.random.Generator
+) -> None:
     x, y, w, h = o.x, o.y, o.w, o.h
     head = max(1, int(w * 0.3))
     cx = x + w // 2
     skin = [(224, 172, 140), (160, 110, 80), (110, 75, 55)][int(rng.integers(3))]
     legs = [(40, 45, 70), (30, 30, 30), (90, 80, 70)][int(rng.integers(3))]
     cv2.rectangle(img, (cx - w // 4, y + int(h * 0.6)), (cx + w // 4, y + h), legs, -1)
-    cv2.ellipse(img, (cx, y + int(h * 0.42)), (max(1, w // 2), max(1, int(h * 0.22))), 0, 0, 360, rgb, -1, cv2.LINE_AA)
+    cv2.ellipse(
+        img,
+        (cx, y + int(h * 0.42)),
+        (max(1, w // 2), max(1, int(h * 0.22))),
+        0,
+        0,
+        360,
+        rgb,
+        -1,
+        cv2.LINE_AA,
+    )
     cv2.circle(img, (cx, y + head), head, skin, -1, cv2.LINE_AA)
 
 
@@ -473,14 +583,28 @@ def _object_mask(o: Obj, size: int, sprites: list[Sprite]) -> np.ndarray:
     if o.sprite is not None:
         mask[o.y : o.y + o.h, o.x : o.x + o.w] = cv2.resize(sprites[o.sprite].alpha, (o.w, o.h))
     elif o.kind == "person":
-        cv2.ellipse(mask, (o.x + o.w // 2, o.y + o.h // 2), (max(1, o.w // 2), max(1, o.h // 2)), 0, 0, 360, 1.0, -1)
+        cv2.ellipse(
+            mask,
+            (o.x + o.w // 2, o.y + o.h // 2),
+            (max(1, o.w // 2), max(1, o.h // 2)),
+            0,
+            0,
+            360,
+            1.0,
+            -1,
+        )
     else:
         cv2.rectangle(mask, (o.x, o.y), (o.x + o.w, o.y + o.h), 1.0, -1)
     return mask
 
 
-def render(ground: np.ndarray, objects: list[Obj], sun: tuple[float, float], rng: np.random.Generator,
-           sprites: list[Sprite]) -> np.ndarray:
+def render(
+    ground: np.ndarray,
+    objects: list[Obj],
+    sun: tuple[float, float],
+    rng: np.random.Generator,
+    sprites: list[Sprite],
+) -> np.ndarray:
     """Shadows first (one blurred layer, so overlapping shadows do not double), then objects from
     far (top) to near (bottom) so nearer objects occlude farther ones. Returns float32 RGB."""
     size = ground.shape[0]
@@ -524,8 +648,14 @@ def _perspective(y_centre: float, size: int) -> float:
     return 0.55 + 0.6 * (y_centre / size)
 
 
-def _native_object(rng: np.random.Generator, size: int, kind: str | None, occupied: list[list[int]],
-                   sprites: list[Sprite], native: list[int]) -> Obj | None:
+def _native_object(
+    rng: np.random.Generator,
+    size: int,
+    kind: str | None,
+    occupied: list[list[int]],
+    sprites: list[Sprite],
+    native: list[int],
+) -> Obj | None:
     """A sprite pasted into the scene of the camera it was cut from: at the size it had there,
     with its feet on a line where that camera saw objects of its kind (± a little, with the
     perspective factor for the changed depth), anywhere across. This keeps people on the floor
@@ -552,8 +682,15 @@ def _native_object(rng: np.random.Generator, size: int, kind: str | None, occupi
     return None
 
 
-def _make_object(rng: np.random.Generator, size: int, kind: str | None, occupied: list[list[int]],
-                 sprites: list[Sprite], colour: str | None = None, native: list[int] | None = None) -> Obj | None:
+def _make_object(
+    rng: np.random.Generator,
+    size: int,
+    kind: str | None,
+    occupied: list[list[int]],
+    sprites: list[Sprite],
+    colour: str | None = None,
+    native: list[int] | None = None,
+) -> Obj | None:
     if native:
         return _native_object(rng, size, kind, occupied, sprites, native)
     kinds = list(KIND_WEIGHTS)
@@ -564,7 +701,11 @@ def _make_object(rng: np.random.Generator, size: int, kind: str | None, occupied
         cy = rng.uniform(0.12, 0.92) * size
         scale = _perspective(cy, size) * rng.uniform(0.85, 1.15) * size / 224
         long_side = KIND_SIZE[kind] * scale
-        sprite = int(rng.choice(matching)) if matching and colour is None and rng.random() < 0.7 else None
+        sprite = (
+            int(rng.choice(matching))
+            if matching and colour is None and rng.random() < 0.7
+            else None
+        )
         if sprite is not None:
             sh, sw = sprites[sprite].alpha.shape
             h = max(4, int(long_side if kind == "person" else long_side * sh / max(sh, sw)))
@@ -591,8 +732,12 @@ def _make_object(rng: np.random.Generator, size: int, kind: str | None, occupied
 
 def _gap(a: list[int], b: list[int], margin: int = 3) -> bool:
     """True when boxes a and b are at least ``margin`` px apart (no overlap: exact gold boxes)."""
-    return (a[0] + a[2] + margin <= b[0] or b[0] + b[2] + margin <= a[0]
-            or a[1] + a[3] + margin <= b[1] or b[1] + b[3] + margin <= a[1])
+    return (
+        a[0] + a[2] + margin <= b[0]
+        or b[0] + b[2] + margin <= a[0]
+        or a[1] + a[3] + margin <= b[1]
+        or b[1] + b[3] + margin <= a[1]
+    )
 
 
 def _region(o: Obj, size: int) -> tuple[str, str]:
@@ -605,25 +750,62 @@ def _region(o: Obj, size: int) -> tuple[str, str]:
 # ----------------------------------------------------------------------------------------------
 # captions
 
-NOUNS = {"car": ("car", "car", "vehicle", "sedan"), "van": ("van", "van", "vehicle"),
-         "truck": ("truck", "truck", "pickup truck", "vehicle"), "person": ("person", "person", "pedestrian", "man")}
-NO_CHANGE = ("there is no change", "there is no difference", "nothing has changed", "the two images are the same",
-             "i see no differences between the two images", "there are no changes between the two images",
-             "nothing is different", "the scene has not changed")
+NOUNS = {
+    "car": ("car", "car", "vehicle", "sedan"),
+    "van": ("van", "van", "vehicle"),
+    "truck": ("truck", "truck", "pickup truck", "vehicle"),
+    "person": ("person", "person", "pedestrian", "man"),
+}
+NO_CHANGE = (
+    "there is no change",
+    "there is no difference",
+    "nothing has changed",
+    "the two images are the same",
+    "i see no differences between the two images",
+    "there are no changes between the two images",
+    "nothing is different",
+    "the scene has not changed",
+)
 TEMPLATES: dict[str, tuple[str, ...]] = {
-    "appear": ("a {o} has appeared {loc}", "there is now a {o} {loc}", "{loc} there is a {o} that was not there before",
-               "a {o} is now {posture} {loc}", "there is a {o} {loc} in the after image", "the after image has a {o} {loc}",
-               "a {o} {arrived} {loc}", "a new {o} is {loc}", "{loc} a {o} has shown up"),
-    "disappear": ("the {o} {loc} is gone", "the {o} is no longer {loc}", "there is no longer a {o} {loc}",
-                  "{loc} the {o} has left", "the {o} that was {loc} is missing", "the {o} {loc} has disappeared",
-                  "the {o} {loc} is not in the after image", "the {o} {left} from {loc_bare}"),
-    "move": ("the {o} has moved from the {from_} to the {to}", "the {o} {moved} to the {to}",
-             "the {o} {from_loc} is now {to_loc}", "the {o} that was {from_loc} {moved} {to_loc}",
-             "the {o} {moved} from the {from_} to the {to}", "{to_loc} is the {o} that was {from_loc}",
-             "the {o} is in a different spot"),
-    "colour": ("the {c0} {n} is now {c1}", "the {c0} {n} {loc} has changed to {c1}", "the {n} {loc} changed colour from {c0} to {c1}",
-               "there is a {c1} {n} where the {c0} {n} was", "the {c0} {n} was replaced by a {c1} {n}",
-               "{loc} the {n} is {c1} instead of {c0}", "the {n} {loc} is {c1} now and not {c0}"),
+    "appear": (
+        "a {o} has appeared {loc}",
+        "there is now a {o} {loc}",
+        "{loc} there is a {o} that was not there before",
+        "a {o} is now {posture} {loc}",
+        "there is a {o} {loc} in the after image",
+        "the after image has a {o} {loc}",
+        "a {o} {arrived} {loc}",
+        "a new {o} is {loc}",
+        "{loc} a {o} has shown up",
+    ),
+    "disappear": (
+        "the {o} {loc} is gone",
+        "the {o} is no longer {loc}",
+        "there is no longer a {o} {loc}",
+        "{loc} the {o} has left",
+        "the {o} that was {loc} is missing",
+        "the {o} {loc} has disappeared",
+        "the {o} {loc} is not in the after image",
+        "the {o} {left} from {loc_bare}",
+    ),
+    "move": (
+        "the {o} has moved from the {from_} to the {to}",
+        "the {o} {moved} to the {to}",
+        "the {o} {from_loc} is now {to_loc}",
+        "the {o} that was {from_loc} {moved} {to_loc}",
+        "the {o} {moved} from the {from_} to the {to}",
+        "{to_loc} is the {o} that was {from_loc}",
+        "the {o} is in a different spot",
+    ),
+    "colour": (
+        "the {c0} {n} is now {c1}",
+        "the {c0} {n} {loc} has changed to {c1}",
+        "the {n} {loc} changed colour from {c0} to {c1}",
+        "there is a {c1} {n} where the {c0} {n} was",
+        "the {c0} {n} was replaced by a {c1} {n}",
+        "{loc} the {n} is {c1} instead of {c0}",
+        "the {n} {loc} is {c1} now and not {c0}",
+    ),
 }
 
 
@@ -635,9 +817,15 @@ def _place(row: str, col: str, rng: np.random.Generator) -> str:
         return str(rng.choice([f"{col}", f"{col} side", f"{col} side of the image", f"{col} edge"]))
     if col == "middle":
         up = "upper" if row == "top" else "lower"
-        return str(rng.choice([f"{row}", f"{row} of the image", f"{up} part", f"{row} of the picture"]))
+        return str(
+            rng.choice([f"{row}", f"{row} of the image", f"{up} part", f"{row} of the picture"])
+        )
     up = "upper" if row == "top" else "lower"
-    return str(rng.choice([f"{row} {col}", f"{row} {col} corner", f"{up} {col}", f"{row} {col} of the image"]))
+    return str(
+        rng.choice(
+            [f"{row} {col}", f"{row} {col} corner", f"{up} {col}", f"{row} {col} of the image"]
+        )
+    )
 
 
 def _loc(place: str, rng: np.random.Generator) -> str:
@@ -653,7 +841,9 @@ def _noun_phrase(o: Obj, colour: str, rng: np.random.Generator) -> str:
     return f"{colour} {noun}"
 
 
-def describe_change(change: dict[str, Any], objects: dict[str, Obj], size: int, rng: np.random.Generator) -> str:
+def describe_change(
+    change: dict[str, Any], objects: dict[str, Obj], size: int, rng: np.random.Generator
+) -> str:
     """One Spot-the-diff-style sentence for one change, drawn from the templates."""
     kind = change["type"]
     o = objects["before"] if kind != "appear" else objects["after"]
@@ -661,20 +851,37 @@ def describe_change(change: dict[str, Any], objects: dict[str, Obj], size: int, 
     row, col = _region(o, size)
     place = _place(row, col, rng)
     slots: dict[str, str] = {
-        "o": _noun_phrase(o, o.colour, rng), "loc": _loc(place, rng), "loc_bare": f"the {place}",
+        "o": _noun_phrase(o, o.colour, rng),
+        "loc": _loc(place, rng),
+        "loc_bare": f"the {place}",
         "posture": "standing" if person else "parked",
-        "arrived": str(rng.choice(["walked in", "arrived"] if person else ["pulled in", "arrived", "parked"])),
-        "left": str(rng.choice(["walked away", "left"] if person else ["drove away", "left", "pulled out"])),
-        "moved": str(rng.choice(["walked", "moved"] if person else ["moved", "drove", "was moved"])),
+        "arrived": str(
+            rng.choice(["walked in", "arrived"] if person else ["pulled in", "arrived", "parked"])
+        ),
+        "left": str(
+            rng.choice(["walked away", "left"] if person else ["drove away", "left", "pulled out"])
+        ),
+        "moved": str(
+            rng.choice(["walked", "moved"] if person else ["moved", "drove", "was moved"])
+        ),
     }
     template = str(rng.choice(TEMPLATES[kind]))
     if kind == "move":
         after = objects["after"]
         to_place = _place(*_region(after, size), rng)
-        slots.update(from_=place, to=to_place, from_loc=_loc(place, rng), to_loc=_loc(to_place, rng))
+        slots.update(
+            from_=place, to=to_place, from_loc=_loc(place, rng), to_loc=_loc(to_place, rng)
+        )
         if to_place == place:  # a short move inside one region: say so without naming places twice
-            template = str(rng.choice(["the {o} {loc} has moved a little", "the {o} {loc} {moved} slightly",
-                                       "the {o} {loc} is in a slightly different spot"]))
+            template = str(
+                rng.choice(
+                    [
+                        "the {o} {loc} has moved a little",
+                        "the {o} {loc} {moved} slightly",
+                        "the {o} {loc} is in a slightly different spot",
+                    ]
+                )
+            )
     if kind == "colour":
         slots.update(c0=change["colour"], c1=change["new_colour"], n=str(rng.choice(NOUNS[o.kind])))
     return " ".join(template.format(**slots).split())
@@ -684,8 +891,13 @@ def describe_change(change: dict[str, Any], objects: dict[str, Obj], size: int, 
 # one pair
 
 
-def generate_pair(index: int, config: SynthConfig, backgrounds: list[np.ndarray] | None = None,
-                  sprites: list[Sprite] | None = None, cameras: list[str] | None = None) -> SynthPair:
+def generate_pair(
+    index: int,
+    config: SynthConfig,
+    backgrounds: list[np.ndarray] | None = None,
+    sprites: list[Sprite] | None = None,
+    cameras: list[str] | None = None,
+) -> SynthPair:
     """Draw pair ``index`` of the benchmark ``config`` (deterministic in (seed, index))."""
     rng = np.random.default_rng([config.seed, index])
     size = config.size
@@ -696,7 +908,11 @@ def generate_pair(index: int, config: SynthConfig, backgrounds: list[np.ndarray]
         frame = backgrounds[choice]
         camera = cameras[choice] if cameras else None
         # Sprites cut from this very camera: only they are placed in its scene, at their scale.
-        native = [i for i, sp in enumerate(sprites) if camera is not None and sp.camera == camera and sp.box]
+        native = [
+            i
+            for i, sp in enumerate(sprites)
+            if camera is not None and sp.camera == camera and sp.box
+        ]
         ground = cv2.resize(frame, (size, size), interpolation=cv2.INTER_AREA).astype(np.float32)
     else:
         native = []
@@ -714,8 +930,16 @@ def generate_pair(index: int, config: SynthConfig, backgrounds: list[np.ndarray]
             occupied.append(o.bbox)
 
     distractor = str(rng.choice(DISTRACTORS)) if rng.random() < config.distractor_rate else None
-    n_changes = 0 if distractor else int(rng.choice(np.arange(1, 5)[: config.max_changes],
-                                                     p=N_CHANGES_P[: config.max_changes] / N_CHANGES_P[: config.max_changes].sum()))
+    n_changes = (
+        0
+        if distractor
+        else int(
+            rng.choice(
+                np.arange(1, 5)[: config.max_changes],
+                p=N_CHANGES_P[: config.max_changes] / N_CHANGES_P[: config.max_changes].sum(),
+            )
+        )
+    )
     before_objs, after_objs = list(static), list(static)
     changes: list[dict[str, Any]] = []
     described: list[dict[str, Obj]] = []
@@ -733,22 +957,43 @@ def generate_pair(index: int, config: SynthConfig, backgrounds: list[np.ndarray]
             occupied.append(new.bbox)
             after_objs.append(new)
             pair_objs = {"after": new}
-            record = {"bbox_before": None, "bbox_after": new.bbox, "colour": new.colour, "new_colour": None, "kind": new.kind}
+            record = {
+                "bbox_before": None,
+                "bbox_after": new.bbox,
+                "colour": new.colour,
+                "new_colour": None,
+                "kind": new.kind,
+            }
         else:
             old = candidates[int(rng.integers(len(candidates)))]
             if kind == "disappear":
                 after_objs.remove(old)
                 pair_objs = {"before": old}
-                record = {"bbox_before": old.bbox, "bbox_after": None, "colour": old.colour, "new_colour": None, "kind": old.kind}
+                record = {
+                    "bbox_before": old.bbox,
+                    "bbox_after": None,
+                    "colour": old.colour,
+                    "new_colour": None,
+                    "kind": old.kind,
+                }
             elif kind == "move":
                 # Reuse the sprite and size class, re-placed where it does not overlap (incl. itself).
                 moved = None
                 for _ in range(10):
-                    cand = _make_object(rng, size, old.kind, occupied, [] if not native else sprites, colour=old.colour,
-                                        native=native)
+                    cand = _make_object(
+                        rng,
+                        size,
+                        old.kind,
+                        occupied,
+                        [] if not native else sprites,
+                        colour=old.colour,
+                        native=native,
+                    )
                     if cand is None:
                         break
-                    shift = np.hypot(cand.centre()[0] - old.centre()[0], cand.centre()[1] - old.centre()[1])
+                    shift = np.hypot(
+                        cand.centre()[0] - old.centre()[0], cand.centre()[1] - old.centre()[1]
+                    )
                     # Far enough to be a move, not a wobble; big real cut-outs need only clear their width.
                     if shift > (1.1 * old.w if native else 1.2 * max(old.w, old.h)):
                         moved = cand
@@ -756,22 +1001,46 @@ def generate_pair(index: int, config: SynthConfig, backgrounds: list[np.ndarray]
                 if moved is None:
                     continue
                 if old.sprite is not None:  # keep the same cut-out, scaled to the new depth
-                    ratio = moved.h / old.h if old.kind == "person" else max(moved.w, moved.h) / max(old.w, old.h)
-                    moved = Obj(old.kind, old.colour, moved.x, moved.y, max(3, int(old.w * ratio)), max(3, int(old.h * ratio)),
-                                old.horizontal, old.sprite)
+                    ratio = (
+                        moved.h / old.h
+                        if old.kind == "person"
+                        else max(moved.w, moved.h) / max(old.w, old.h)
+                    )
+                    moved = Obj(
+                        old.kind,
+                        old.colour,
+                        moved.x,
+                        moved.y,
+                        max(3, int(old.w * ratio)),
+                        max(3, int(old.h * ratio)),
+                        old.horizontal,
+                        old.sprite,
+                    )
                     if moved.x + moved.w >= size or moved.y + moved.h >= size:
                         continue
                 occupied.append(moved.bbox)
                 after_objs[after_objs.index(old)] = moved
                 pair_objs = {"before": old, "after": moved}
-                record = {"bbox_before": old.bbox, "bbox_after": moved.bbox, "colour": old.colour, "new_colour": None, "kind": old.kind}
+                record = {
+                    "bbox_before": old.bbox,
+                    "bbox_after": moved.bbox,
+                    "colour": old.colour,
+                    "new_colour": None,
+                    "kind": old.kind,
+                }
             else:  # colour
                 choices = [c for c in VEHICLE_COLOURS if c != old.colour]
                 new_colour = choices[int(rng.integers(len(choices)))]
                 recoloured = Obj(old.kind, new_colour, old.x, old.y, old.w, old.h, old.horizontal)
                 after_objs[after_objs.index(old)] = recoloured
                 pair_objs = {"before": old, "after": recoloured}
-                record = {"bbox_before": old.bbox, "bbox_after": old.bbox, "colour": old.colour, "new_colour": new_colour, "kind": old.kind}
+                record = {
+                    "bbox_before": old.bbox,
+                    "bbox_after": old.bbox,
+                    "colour": old.colour,
+                    "new_colour": new_colour,
+                    "kind": old.kind,
+                }
         record = {"type": kind, **record, "sentence": len(changes)}
         changes.append(record)
         described.append(pair_objs)
@@ -792,10 +1061,14 @@ def generate_pair(index: int, config: SynthConfig, backgrounds: list[np.ndarray]
     elif distractor == "shift":
         dx, dy = (int(v) for v in rng.integers(-3, 4, 2))
         dx = dx or 2
-        after = cv2.warpAffine(after, np.float32([[1, 0, dx], [0, 1, dy]]), (size, size), borderMode=cv2.BORDER_REFLECT)
+        after = cv2.warpAffine(
+            after, np.float32([[1, 0, dx], [0, 1, dy]]), (size, size), borderMode=cv2.BORDER_REFLECT
+        )
         distractor_detail = {"dx": dx, "dy": dy}
     noise_before = float(rng.uniform(1.5, 3.5))
-    noise_after = float(rng.uniform(6, 10)) if distractor == "noise" else float(rng.uniform(1.5, 3.5))
+    noise_after = (
+        float(rng.uniform(6, 10)) if distractor == "noise" else float(rng.uniform(1.5, 3.5))
+    )
     quality = int(rng.integers(60, 96))
     before_u8 = finish(before, rng, noise_before, quality)
     after_u8 = finish(after, rng, noise_after, quality)
@@ -805,9 +1078,16 @@ def generate_pair(index: int, config: SynthConfig, backgrounds: list[np.ndarray]
         if not changes:
             annotations.append([str(rng.choice(NO_CHANGE))])
         else:
-            annotations.append([describe_change(c, objs, size, rng) for c, objs in zip(changes, described)])
-    gold = {"distractor": distractor, "distractor_detail": distractor_detail, "ground": ground_name,
-            "changes": changes, "objects": len(static)}
+            annotations.append(
+                [describe_change(c, objs, size, rng) for c, objs in zip(changes, described)]
+            )
+    gold = {
+        "distractor": distractor,
+        "distractor_detail": distractor_detail,
+        "ground": ground_name,
+        "changes": changes,
+        "objects": len(static),
+    }
     return SynthPair(before_u8, after_u8, annotations, gold)
 
 
@@ -837,8 +1117,14 @@ def synthesize(
     options: any other ``SynthConfig`` field (distractor_rate, annotators, max_changes, train, val,
     min_objects, max_objects). Refuses to write into a non-empty folder unless ``overwrite``.
     """
-    config = SynthConfig(pairs=pairs, seed=seed, size=size, backgrounds=str(backgrounds) if backgrounds else None,
-                         sprites=str(sprites) if sprites else None, **options).validate()
+    config = SynthConfig(
+        pairs=pairs,
+        seed=seed,
+        size=size,
+        backgrounds=str(backgrounds) if backgrounds else None,
+        sprites=str(sprites) if sprites else None,
+        **options,
+    ).validate()
     out = Path(out)
     if out.exists() and any(out.iterdir()) and not overwrite:
         raise OutputError(f"{out} is not empty; choose a new folder or pass --overwrite")
@@ -855,8 +1141,14 @@ def synthesize(
     for index in range(config.pairs):
         pair = generate_pair(index, config, bg, sp, cams)
         img_id = str(index)
-        cv2.imwrite(str(out / "images" / f"{img_id}.png"), cv2.cvtColor(pair.before, cv2.COLOR_RGB2BGR), png)
-        cv2.imwrite(str(out / "images" / f"{img_id}_2.png"), cv2.cvtColor(pair.after, cv2.COLOR_RGB2BGR), png)
+        cv2.imwrite(
+            str(out / "images" / f"{img_id}.png"), cv2.cvtColor(pair.before, cv2.COLOR_RGB2BGR), png
+        )
+        cv2.imwrite(
+            str(out / "images" / f"{img_id}_2.png"),
+            cv2.cvtColor(pair.after, cv2.COLOR_RGB2BGR),
+            png,
+        )
         split = split_of(index, config)
         items[split].extend({"img_id": img_id, "sentences": a} for a in pair.annotations)
         gold[split].append({"img_id": img_id, **pair.gold})
@@ -868,6 +1160,10 @@ def synthesize(
             (out / "annotations" / f"{split}_gold.json").write_text(json.dumps(gold[split]))
     seconds = time.perf_counter() - start
     settings = asdict(config)
-    (out / "synth.json").write_text(json.dumps({"generator": "spotdiff synth v1", **settings}, indent=2) + "\n")
+    (out / "synth.json").write_text(
+        json.dumps({"generator": "spotdiff synth v1", **settings}, indent=2) + "\n"
+    )
     counts = {s: len(g) for s, g in gold.items()}
-    return SynthSummary(out, config.pairs, counts, seconds, config.pairs / seconds if seconds else 0.0, settings)
+    return SynthSummary(
+        out, config.pairs, counts, seconds, config.pairs / seconds if seconds else 0.0, settings
+    )

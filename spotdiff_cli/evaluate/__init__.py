@@ -15,7 +15,18 @@ from .protocols import (
 )
 
 __all__ = [
-    "ALL_METRICS", "DEFAULT_METRICS", "EvalResult", "MetricResult", "ProtocolResult", "alignment_precision",
-    "evaluate_model", "evaluate_predictions", "java_available", "load_predictions", "perplexity",
-    "score_captions", "score_dataset", "write_results",
+    "ALL_METRICS",
+    "DEFAULT_METRICS",
+    "EvalResult",
+    "MetricResult",
+    "ProtocolResult",
+    "alignment_precision",
+    "evaluate_model",
+    "evaluate_predictions",
+    "java_available",
+    "load_predictions",
+    "perplexity",
+    "score_captions",
+    "score_dataset",
+    "write_results",
 ]

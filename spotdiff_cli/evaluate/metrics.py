@@ -39,8 +39,9 @@ import shutil
 import subprocess
 import tempfile
 from collections import defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -48,10 +49,30 @@ from ..errors import DataError
 
 ALL_METRICS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr", "CIDEr-D")
 DEFAULT_METRICS = ("BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
-SPICE_NOTE = "SPICE not computed: it needs Stanford CoreNLP models downloaded at first use (offline here)"
+SPICE_NOTE = (
+    "SPICE not computed: it needs Stanford CoreNLP models downloaded at first use (offline here)"
+)
 
 # pycocoevalcap 1.2's tokenizer drops these tokens after PTB tokenisation.
-PUNCTUATIONS = {"''", "'", "``", "`", "-LRB-", "-RRB-", "-LCB-", "-RCB-", ".", "?", "!", ",", ":", "-", "--", "...", ";"}
+PUNCTUATIONS = {
+    "''",
+    "'",
+    "``",
+    "`",
+    "-LRB-",
+    "-RRB-",
+    "-LCB-",
+    "-RCB-",
+    ".",
+    "?",
+    "!",
+    ",",
+    ":",
+    "-",
+    "--",
+    "...",
+    ";",
+}
 
 Refs = dict[str, list[str]]
 
@@ -80,26 +101,43 @@ def ptb_tokenize(captions: Refs) -> Refs:
     """pycocoevalcap's PTBTokenizer, line for line (see module docstring for the two changes)."""
     from pycocoevalcap.tokenizer import ptbtokenizer
 
-    jar = os.path.join(os.path.dirname(os.path.abspath(ptbtokenizer.__file__)), ptbtokenizer.STANFORD_CORENLP_3_4_1_JAR)
+    jar = os.path.join(
+        os.path.dirname(os.path.abspath(ptbtokenizer.__file__)),
+        ptbtokenizer.STANFORD_CORENLP_3_4_1_JAR,
+    )
     keys = [k for k, v in captions.items() for _ in range(len(v))]
     text = "\n".join(c.replace("\n", " ") for v in captions.values() for c in v)
     with tempfile.NamedTemporaryFile("wb", suffix=".txt", delete=False) as handle:
         handle.write(text.encode())
         name = handle.name
     try:
-        cmd = ["java", "-cp", jar, "edu.stanford.nlp.process.PTBTokenizer", "-preserveLines", "-lowerCase", name]
+        cmd = [
+            "java",
+            "-cp",
+            jar,
+            "edu.stanford.nlp.process.PTBTokenizer",
+            "-preserveLines",
+            "-lowerCase",
+            name,
+        ]
         done = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, check=False)
     finally:
         os.remove(name)
     if done.returncode != 0:
-        raise DataError("the PTB tokenizer (java) failed; check `java -version` or run without java for the Python tokenizer")
+        raise DataError(
+            "the PTB tokenizer (java) failed; check `java -version` or run without java for the Python tokenizer"
+        )
     lines = done.stdout.decode().split("\n")
     out: Refs = {}
     for key, line in zip(keys, lines):
-        out.setdefault(key, []).append(" ".join(w for w in line.rstrip().split(" ") if w not in PUNCTUATIONS))
+        out.setdefault(key, []).append(
+            " ".join(w for w in line.rstrip().split(" ") if w not in PUNCTUATIONS)
+        )
     # zip() stops at the shorter list; a short output would silently drop references.
     if sum(len(v) for v in out.values()) != len(keys):
-        raise DataError("the PTB tokenizer returned fewer lines than captions; a caption may hold a control character")
+        raise DataError(
+            "the PTB tokenizer returned fewer lines than captions; a caption may hold a control character"
+        )
     return out
 
 
@@ -112,7 +150,11 @@ def python_tokenize(captions: Refs) -> Refs:
     out: Refs = {}
     for key, values in captions.items():
         out[key] = [
-            " ".join(t for t in _TOKEN.findall(c.lower().replace("\n", " ")) if t not in PUNCTUATIONS and t.strip())
+            " ".join(
+                t
+                for t in _TOKEN.findall(c.lower().replace("\n", " "))
+                if t not in PUNCTUATIONS and t.strip()
+            )
             for c in values
         ]
     return out
@@ -123,14 +165,16 @@ def python_tokenize(captions: Refs) -> Refs:
 
 
 def resolve_tokenizer(tokenizer: str = "auto") -> str:
-    """"auto" -> "ptb" when java exists, else "python"; "ptb" without java is an error."""
+    """ "auto" -> "ptb" when java exists, else "python"; "ptb" without java is an error."""
     if tokenizer not in ("auto", "ptb", "python"):
         raise DataError(f"unknown tokenizer '{tokenizer}'; use ptb, python or auto")
     have_java = java_available()
     if tokenizer == "auto":
         return "ptb" if have_java else "python"
     if tokenizer == "ptb" and not have_java:
-        raise DataError("the PTB tokenizer needs java on PATH; install a JRE or use --tokenizer python")
+        raise DataError(
+            "the PTB tokenizer needs java on PATH; install a JRE or use --tokenizer python"
+        )
     return tokenizer
 
 
@@ -187,7 +231,7 @@ class ScoringSession:
             _close_meteor(self._meteor)
             self._meteor = None
 
-    def __enter__(self) -> "ScoringSession":
+    def __enter__(self) -> ScoringSession:
         return self
 
     def __exit__(self, *exc: object) -> None:
@@ -250,7 +294,9 @@ class CiderD:
                 vr, nr, lr = vec(ref)
                 penalty = np.e ** (-((lh - lr) ** 2) / (2 * self.sigma**2))
                 for k in range(self.n):
-                    val = sum(min(w, vr[k].get(g, 0.0)) * vr[k].get(g, 0.0) for g, w in vh[k].items())
+                    val = sum(
+                        min(w, vr[k].get(g, 0.0)) * vr[k].get(g, 0.0) for g, w in vh[k].items()
+                    )
                     if nh[k] != 0 and nr[k] != 0:
                         val /= nh[k] * nr[k]
                     total[k] += val * penalty
@@ -285,11 +331,15 @@ def score_captions(
     wanted = tuple(metrics) if metrics else DEFAULT_METRICS
     unknown = [m for m in wanted if m not in ALL_METRICS]
     if unknown:
-        raise DataError(f"unknown metric(s) {', '.join(unknown)}; choose from {', '.join(ALL_METRICS)}")
+        raise DataError(
+            f"unknown metric(s) {', '.join(unknown)}; choose from {', '.join(ALL_METRICS)}"
+        )
     ids = [str(i) for i in hypotheses]
     missing = [i for i in ids if not references.get(i)]
     if missing:
-        raise DataError(f"no references for {len(missing)} prediction(s), e.g. id {missing[0]}; is it the right split?")
+        raise DataError(
+            f"no references for {len(missing)} prediction(s), e.g. id {missing[0]}; is it the right split?"
+        )
     if not ids:
         raise DataError("nothing to score: no predictions")
     skipped: dict[str, str] = {}
@@ -311,7 +361,9 @@ def score_captions(
                 per_item[name] = [float(x) for x in items[k]]
     if "METEOR" in wanted:
         if not have_java:
-            skipped["METEOR"] = "needs java (METEOR 1.5 is a Java program); install a JRE to compute it"
+            skipped["METEOR"] = (
+                "needs java (METEOR 1.5 is a Java program); install a JRE to compute it"
+            )
         else:
             try:
                 corpus, items = session.meteor().compute_score(gts, res)

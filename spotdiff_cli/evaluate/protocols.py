@@ -24,14 +24,15 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from ..data.readers import Dataset, DatasetPair, load_dataset
 from ..errors import DataError, InputError, UsageError
-from .metrics import DEFAULT_METRICS, MetricResult, ScoringSession, python_tokenize, score_captions
 from ..geometry import box_iou
+from .metrics import DEFAULT_METRICS, ScoringSession, python_tokenize, score_captions
 
 PROTOCOLS = ("single", "multi")
 ALIGNMENT_IOU = 0.3
@@ -85,7 +86,10 @@ class EvalResult:
         return data
 
     def to_markdown(self) -> str:
-        lines = [f"# Evaluation: {self.model or self.predictions_file} on {self.dataset} ({self.split})", ""]
+        lines = [
+            f"# Evaluation: {self.model or self.predictions_file} on {self.dataset} ({self.split})",
+            "",
+        ]
         metrics = _metric_columns(self.results)
         for protocol in PROTOCOLS:
             rows = [r for r in self.results if r.protocol == protocol]
@@ -106,7 +110,9 @@ class EvalResult:
         elif self.perplexity_note:
             lines.append(f"Perplexity: n/a ({self.perplexity_note})")
         if self.alignment_precision is not None:
-            lines.append(f"Alignment precision: {self.alignment_precision:.3f} over {self.alignment_count} alignments")
+            lines.append(
+                f"Alignment precision: {self.alignment_precision:.3f} over {self.alignment_count} alignments"
+            )
         skipped = {k: v for r in self.results for k, v in r.skipped.items()}
         if skipped:
             lines += ["", "Not computed:"] + [f"- {k}: {v}" for k, v in skipped.items()]
@@ -143,9 +149,13 @@ def _texts(value: Any, where: str) -> list[str]:
             elif isinstance(item, dict) and isinstance(item.get("text"), str):
                 out.append(item["text"])
             else:
-                raise InputError(f"{where}: sentences must be strings or {{text: ...}} objects, got {str(item)[:60]}")
+                raise InputError(
+                    f"{where}: sentences must be strings or {{text: ...}} objects, got {str(item)[:60]}"
+                )
         return out
-    raise InputError(f"{where}: expected a caption string or a list of sentences, got {type(value).__name__}")
+    raise InputError(
+        f"{where}: expected a caption string or a list of sentences, got {type(value).__name__}"
+    )
 
 
 def _entry_id(entry: dict[str, Any]) -> str | None:
@@ -173,14 +183,18 @@ def load_predictions(path: str | Path) -> Predictions:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except UnicodeDecodeError as exc:  # a binary file (an image, a checkpoint) given by mistake
-        raise InputError(f"{path}: not a JSON text file (byte {exc.start} is not UTF-8); --predictions takes "
-                         'JSON such as [{"image_id": "12", "caption": "..."}]') from exc
+        raise InputError(
+            f"{path}: not a JSON text file (byte {exc.start} is not UTF-8); --predictions takes "
+            'JSON such as [{"image_id": "12", "caption": "..."}]'
+        ) from exc
     except json.JSONDecodeError as exc:
         raise InputError(f"{path}: malformed JSON at line {exc.lineno} ({exc.msg})") from exc
     except RecursionError as exc:  # json's parser recurses once per nesting level
         raise InputError(f"{path}: JSON nested too deeply to be predictions") from exc
     except OSError as exc:
-        raise InputError(f"{path}: cannot read the predictions file ({exc.strerror or exc})") from exc
+        raise InputError(
+            f"{path}: cannot read the predictions file ({exc.strerror or exc})"
+        ) from exc
     if isinstance(data, dict):
         for key in ("predictions", "reports", "results"):
             if isinstance(data.get(key), list):
@@ -197,10 +211,14 @@ def load_predictions(path: str | Path) -> Predictions:
     for index, entry in enumerate(data):
         where = f"{path}: entry {index}"
         if not isinstance(entry, dict):
-            raise InputError(f"{where}: expected an object like {{\"image_id\": \"12\", \"caption\": \"...\"}}")
+            raise InputError(
+                f'{where}: expected an object like {{"image_id": "12", "caption": "..."}}'
+            )
         pair_id = _entry_id(entry)
         if pair_id is None:
-            raise InputError(f"{where}: no image_id (or img_id / id); each prediction must name its pair")
+            raise InputError(
+                f"{where}: no image_id (or img_id / id); each prediction must name its pair"
+            )
         if "caption" in entry:
             sentences = _texts(entry["caption"], where)
         elif "sentences" in entry:
@@ -232,37 +250,57 @@ def _groups(pairs: list[DatasetPair]) -> dict[str, list[DatasetPair]]:
     return groups
 
 
-def _single_inputs(pairs: list[DatasetPair], predictions: Predictions) -> tuple[dict[str, list[str]], dict[str, str]]:
+def _single_inputs(
+    pairs: list[DatasetPair], predictions: Predictions
+) -> tuple[dict[str, list[str]], dict[str, str]]:
     refs = {p.id: list(p.sentences) for p in pairs}
     hyps = {p.id: (predictions[p.id][0] if predictions[p.id] else "") for p in pairs}
     return refs, hyps
 
 
-def _multi_inputs(pairs: list[DatasetPair], predictions: Predictions) -> tuple[dict[str, list[str]], dict[str, str]]:
+def _multi_inputs(
+    pairs: list[DatasetPair], predictions: Predictions
+) -> tuple[dict[str, list[str]], dict[str, str]]:
     refs = {p.id: [d for d in p.descriptions if d] or [""] for p in pairs}
     hyps = {p.id: " ".join(s.strip() for s in predictions[p.id] if s.strip()) for p in pairs}
     return refs, hyps
 
 
 def single_sentence(
-    pairs: list[DatasetPair], predictions: Predictions, metrics: tuple[str, ...], tokenizer: str, group: str = "all",
+    pairs: list[DatasetPair],
+    predictions: Predictions,
+    metrics: tuple[str, ...],
+    tokenizer: str,
+    group: str = "all",
     session: ScoringSession | None = None,
 ) -> ProtocolResult:
     """One hypothesis (the first sentence) against all the pair's reference sentences."""
     refs, hyps = _single_inputs(pairs, predictions)
     result = score_captions(refs, hyps, metrics, tokenizer, session)
-    return ProtocolResult("single", group, len(pairs), result.scores, result.tokenizer, result.skipped)
+    return ProtocolResult(
+        "single", group, len(pairs), result.scores, result.tokenizer, result.skipped
+    )
 
 
 def multi_sentence(
-    pairs: list[DatasetPair], predictions: Predictions, metrics: tuple[str, ...], tokenizer: str, group: str = "all",
+    pairs: list[DatasetPair],
+    predictions: Predictions,
+    metrics: tuple[str, ...],
+    tokenizer: str,
+    group: str = "all",
     session: ScoringSession | None = None,
 ) -> ProtocolResult:
     """The whole description against each annotator's whole description, plus LenRatio."""
     refs, hyps = _multi_inputs(pairs, predictions)
     result = score_captions(refs, hyps, metrics, tokenizer, session)
     return ProtocolResult(
-        "multi", group, len(pairs), result.scores, result.tokenizer, result.skipped, len_ratio=len_ratio(refs, hyps)
+        "multi",
+        group,
+        len(pairs),
+        result.scores,
+        result.tokenizer,
+        result.skipped,
+        len_ratio=len_ratio(refs, hyps),
     )
 
 
@@ -321,7 +359,9 @@ def alignment_precision(
         by_sentence = {c.get("sentence"): c for c in pair.gold}
         for sentence_index, box in items:
             total += 1
-            candidates = [by_sentence[sentence_index]] if sentence_index in by_sentence else list(pair.gold)
+            candidates = (
+                [by_sentence[sentence_index]] if sentence_index in by_sentence else list(pair.gold)
+            )
             hits += any(alignment_hit(box, c, iou) for c in candidates)
     return (hits / total if total else 0.0), total
 
@@ -330,7 +370,9 @@ def alignment_precision(
 # entry points
 
 
-def _resolve_split(dataset: Dataset, predictions: Predictions, allow_partial: bool) -> tuple[list[DatasetPair], list[str]]:
+def _resolve_split(
+    dataset: Dataset, predictions: Predictions, allow_partial: bool
+) -> tuple[list[DatasetPair], list[str]]:
     notes = []
     extra = [k for k in predictions if k not in dataset.by_id()]
     pairs = [p for p in dataset.pairs if p.id in predictions]
@@ -350,7 +392,9 @@ def _resolve_split(dataset: Dataset, predictions: Predictions, allow_partial: bo
     if missing:
         notes.append(f"scored {len(pairs)} of {len(dataset.pairs)} pairs (--allow-partial)")
     if extra:
-        notes.append(f"{len(extra)} prediction(s) for ids not in split '{dataset.split}' were ignored (e.g. '{extra[0]}')")
+        notes.append(
+            f"{len(extra)} prediction(s) for ids not in split '{dataset.split}' were ignored (e.g. '{extra[0]}')"
+        )
     return pairs, notes
 
 
@@ -367,10 +411,15 @@ def score_dataset(
     start = time.perf_counter()
     bad = [p for p in protocols if p not in PROTOCOLS]
     if bad or not protocols:
-        raise UsageError(f"unknown protocol {', '.join(bad) or '(none)'}; use single, multi or both")
+        raise UsageError(
+            f"unknown protocol {', '.join(bad) or '(none)'}; use single, multi or both"
+        )
     metrics = tuple(metrics) if metrics else DEFAULT_METRICS
     pairs, notes = _resolve_split(dataset, predictions, allow_partial)
-    runners: dict[str, Callable[..., ProtocolResult]] = {"single": single_sentence, "multi": multi_sentence}
+    runners: dict[str, Callable[..., ProtocolResult]] = {
+        "single": single_sentence,
+        "multi": multi_sentence,
+    }
     inputs = {"single": _single_inputs, "multi": _multi_inputs}
     results = []
     # One session for every protocol and group: all captions go through the tokenizer in one Java
@@ -382,13 +431,21 @@ def score_dataset(
             captions += [*(r for v in refs.values() for r in v), *hyps.values()]
         session.prepare(captions)
         for protocol in protocols:
-            results.append(runners[protocol](pairs, predictions, metrics, tokenizer, session=session))
+            results.append(
+                runners[protocol](pairs, predictions, metrics, tokenizer, session=session)
+            )
             if breakdown:
                 for group, members in _groups(pairs).items():
                     if len(members) >= 2:
-                        results.append(runners[protocol](members, predictions, metrics, tokenizer, group, session))
+                        results.append(
+                            runners[protocol](
+                                members, predictions, metrics, tokenizer, group, session
+                            )
+                        )
     if any(r.tokenizer == "python" for r in results):
-        notes.append("java not found: Python tokenizer used instead of PTB; scores may differ slightly from published ones")
+        notes.append(
+            "java not found: Python tokenizer used instead of PTB; scores may differ slightly from published ones"
+        )
     return EvalResult(
         dataset=str(dataset.root),
         format=dataset.format,
@@ -421,9 +478,15 @@ def evaluate_predictions(
     result = score_dataset(data, preds, protocols, metrics, tokenizer, breakdown, allow_partial)
     result.predictions_file = None if isinstance(predictions, dict) else str(predictions)
     result.settings = {
-        "dataset": str(dataset), "split": split, "format": data.format, "protocols": list(protocols),
-        "metrics": list(metrics or DEFAULT_METRICS), "tokenizer": tokenizer, "breakdown": breakdown,
-        "allow_partial": allow_partial, "predictions": result.predictions_file,
+        "dataset": str(dataset),
+        "split": split,
+        "format": data.format,
+        "protocols": list(protocols),
+        "metrics": list(metrics or DEFAULT_METRICS),
+        "tokenizer": tokenizer,
+        "breakdown": breakdown,
+        "allow_partial": allow_partial,
+        "predictions": result.predictions_file,
     }
     return result
 
@@ -457,8 +520,10 @@ def evaluate_model(
     data = load_dataset(dataset, split, format, require_images=True)
     pairs = list(data.pairs[:limit] if limit else data.pairs)
     # The same pipeline `spotdiff caption` runs, built once for the split.
-    describer = PairDescriber(config, CaptionConfig(model=model, weights=weights, device=device,
-                                                    max_sentences=max_sentences))
+    describer = PairDescriber(
+        config,
+        CaptionConfig(model=model, weights=weights, device=device, max_sentences=max_sentences),
+    )
     captioner = describer.captioner
     # Perplexity needs the model's probability of the references; only models that define
     # log_likelihood (the trainable ones) can give it.
@@ -480,11 +545,15 @@ def evaluate_model(
             nll.extend(_nll_pair(likelihood(result, ref)) for ref in pair.sentences if ref.strip())
         if progress:
             progress(index + 1, len(pairs))
-    subset = Dataset(data.root, data.format, data.split, tuple(pairs), data.source, data.n_annotations)
+    subset = Dataset(
+        data.root, data.format, data.split, tuple(pairs), data.source, data.n_annotations
+    )
     scored = score_dataset(subset, predictions, protocols, metrics, tokenizer, breakdown)
     scored.model = model
     if limit and limit < len(data.pairs):
-        scored.notes.append(f"--limit {limit}: scored the first {len(pairs)} of {len(data.pairs)} pairs only")
+        scored.notes.append(
+            f"--limit {limit}: scored the first {len(pairs)} of {len(data.pairs)} pairs only"
+        )
     if not callable(likelihood):
         scored.perplexity_note = f"model '{model}' has no log_likelihood(analysis, sentence)"
     elif not nll or sum(n for _, n in nll) == 0:
@@ -494,9 +563,18 @@ def evaluate_model(
     if any(p.gold for p in pairs):
         scored.alignment_precision, scored.alignment_count = alignment_precision(aligned, subset)
     scored.settings = {
-        "model": model, "weights": weights, "device": device, "dataset": str(dataset), "split": split,
-        "format": data.format, "max_sentences": max_sentences, "limit": limit, "protocols": list(protocols),
-        "metrics": list(metrics or DEFAULT_METRICS), "tokenizer": tokenizer, "analysis": to_dict(config),
+        "model": model,
+        "weights": weights,
+        "device": device,
+        "dataset": str(dataset),
+        "split": split,
+        "format": data.format,
+        "max_sentences": max_sentences,
+        "limit": limit,
+        "protocols": list(protocols),
+        "metrics": list(metrics or DEFAULT_METRICS),
+        "tokenizer": tokenizer,
+        "analysis": to_dict(config),
     }
     return scored
 

@@ -84,12 +84,23 @@ class FrameSource(abc.ABC):
 
     # -- what each plug-in implements -------------------------------------------------------
     @abc.abstractmethod
-    def _sample_seconds(self, every: float | None, start: float, end: float | None) -> Iterator[Frame]:
+    def _sample_seconds(
+        self, every: float | None, start: float, end: float | None
+    ) -> Iterator[Frame]:
         """Frames at ``start + k*every`` (every None: all frames) with timestamps in [start, end)."""
 
     @abc.abstractmethod
     def _sample_frames(self, every: int, start: float, end: float | None) -> Iterator[Frame]:
         """Every ``every``-th frame from the first at or after ``start``, before ``end``."""
+
+    def frame_number(self, seconds: float) -> int | None:
+        """The number (from 0) of the frame shown at ``seconds``: ``round(seconds * fps)`` with
+        the average frame rate, as DVR-Scan and PySceneDetect count (exact for constant frame
+        rate; an estimate for variable frame rate, whose *times* stay exact). None without a
+        frame rate. Sources with a better mapping (folders: the file's index) override this."""
+        if not self.info.fps or seconds < 0:
+            return None
+        return int(round(seconds * self.info.fps + 1e-6))
 
     def _position(self, spec: TimeSpec, what: str) -> float:
         """A start/end spec in seconds. Frame counts use the average fps (exact for CFR video);
@@ -121,10 +132,16 @@ class FrameSource(abc.ABC):
         stream analysed at 640 px moves a quarter of the bytes (see ``frames.video``).
         """
         self.max_side = max_side if max_side and max_side > 0 else None
-        start_s = self._position(parse_time(start, what="--start"), "--start") if start is not None else 0.0
+        start_s = (
+            self._position(parse_time(start, what="--start"), "--start")
+            if start is not None
+            else 0.0
+        )
         end_s = self._position(parse_time(end, what="--end"), "--end") if end is not None else None
         if end_s is not None and end_s <= start_s:
-            raise UsageError(f"--end ({end}) must be after --start ({start or 0}); e.g. --start 10s --end 1m")
+            raise UsageError(
+                f"--end ({end}) must be after --start ({start or 0}); e.g. --start 10s --end 1m"
+            )
         if every is None:
             return self._sample_seconds(None, start_s, end_s)
         spec = parse_every(every)

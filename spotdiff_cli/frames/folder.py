@@ -8,11 +8,20 @@ A still-image sequence is a "video" whose frames are files. Order:
   file has it, else the file's modification time; ties broken by natural name order.
 - ``sort="none"`` (default for explicit lists): the order given.
 
-Timestamps: with ``fps`` given, frame ``i`` is at ``i / fps`` (an exported frame sequence).
-Otherwise they are capture times (EXIF, else mtime) in seconds after the earliest file's, so
-``--every 30s`` on a time-lapse folder means 30 s of real time. EXIF times carry no time zone and
-are read as local time, which is also what mtime is compared in; mixing cameras with different
-clocks is the user's call.
+Timestamps, in seconds after the earliest file's, from the first of:
+
+- ``fps``: frame ``i`` is at ``i / fps`` (an exported frame sequence);
+- ``time_pattern``: a strptime-style pattern found in each file *name* (``%Y%m%d_%H%M%S`` reads
+  ``cam1_20240501_120000.jpg``; see :func:`compile_time_pattern`). Files are then in the order
+  of those times, and a file whose name does not match is skipped with a warning;
+- capture times: EXIF ``DateTimeOriginal``, else the file's modification time.
+
+So ``--every 30s`` on a time-lapse folder means 30 s of real time. EXIF times carry no time zone
+and are read as local time, which is also what mtime is compared in; mixing cameras with
+different clocks is the user's call. When the times cannot space the samples (files copied
+without their dates all share one mtime, so ``--every 1s`` would take only the first), sampling
+by time fails with a message naming ``--fps`` and ``--time-pattern`` rather than report "no
+change" from a single sample.
 
 Images are decoded only when yielded (``load_image``), so sampling a folder loads only the
 sampled files; capture times need only headers and are read once, on first use.
@@ -20,10 +29,13 @@ sampled files; capture times need only headers and are read once, on first use.
 
 from __future__ import annotations
 
+import bisect
+import calendar
 import glob as _glob
 import os
 import re
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Literal
@@ -33,12 +45,24 @@ from ..types import Frame
 from .base import TIME_EPS, FrameSource, SourceInfo, next_target, shrunk_size
 from .timecode import TimeSpec
 
-__all__ = ["ImageSequenceSource", "open_folder", "open_glob", "open_files", "natural_key", "capture_time", "IMAGE_SUFFIXES"]
+__all__ = [
+    "ImageSequenceSource",
+    "open_folder",
+    "open_glob",
+    "open_files",
+    "natural_key",
+    "capture_time",
+    "compile_time_pattern",
+    "TimePattern",
+    "IMAGE_SUFFIXES",
+]
 
 SortOrder = Literal["name", "time", "none"]
 
 # What Pillow reads reliably; anything else in a folder (sidecar .txt/.json, videos) is ignored.
-IMAGE_SUFFIXES = frozenset({".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".ppm", ".pgm"})
+IMAGE_SUFFIXES = frozenset(
+    {".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp", ".gif", ".ppm", ".pgm"}
+)
 
 _DIGITS = re.compile(r"(\d+)")
 _EXIF_IFD = 0x8769
@@ -50,7 +74,9 @@ def natural_key(path: str | os.PathLike) -> tuple:
     """Sort key for "human" order: digit runs compare as numbers, text case-insensitively.
     The full name is the last element so ``a01`` and ``a1`` still sort deterministically."""
     name = Path(path).name
-    parts = tuple((0, int(p), "") if p.isdigit() else (1, 0, p.lower()) for p in _DIGITS.split(name) if p)
+    parts = tuple(
+        (0, int(p), "") if p.isdigit() else (1, 0, p.lower()) for p in _DIGITS.split(name) if p
+    )
     return parts + ((2, 0, name),)
 
 
@@ -73,29 +99,140 @@ def capture_time(path: str | os.PathLike) -> float:
     try:
         return os.stat(path).st_mtime
     except OSError as exc:
-        raise InputError(f"{path}: cannot read ({exc.strerror}); check the file exists and is readable") from exc
+        raise InputError(
+            f"{path}: cannot read ({exc.strerror}); check the file exists and is readable"
+        ) from exc
+
+
+# strptime codes a file name can hold, as the regex that finds them. Numbers are fixed-width
+# (what cameras write): strptime alone would read "20240501" as %Y%m%d only by luck of
+# greediness, and could not find the date inside "cam1_20240501_120000.jpg" at all.
+_PATTERN_CODES = {
+    "Y": r"\d{4}",
+    "y": r"\d{2}",
+    "m": r"\d{2}",
+    "d": r"\d{2}",
+    "H": r"\d{2}",
+    "I": r"\d{2}",
+    "M": r"\d{2}",
+    "S": r"\d{2}",
+    "f": r"\d{1,6}",
+    "j": r"\d{3}",
+    "p": r"(?:AM|PM|am|pm)",
+    "b": r"[A-Za-z]{3}",
+    "B": r"[A-Za-z]+",
+    "z": r"(?:Z|[+-]\d{2}:?\d{2})",
+    "%": "%",
+}
+_EPOCH_CODE = "s"  # seconds since 1970 (not a strptime code; Python's strptime has no %s)
+
+
+@dataclass(frozen=True)
+class TimePattern:
+    """A compiled ``--time-pattern``: finds a time in a file name (see :func:`compile_time_pattern`)."""
+
+    pattern: str
+    regex: re.Pattern[str]
+    epoch: bool  # the pattern is %s: Unix seconds, no strptime
+
+    def seconds(self, name: str) -> float | None:
+        """POSIX seconds of the time in ``name`` (the first place the whole pattern matches), or
+        None when the name holds no such time. Times without a zone are read as UTC: only the
+        differences between files matter, and UTC has no daylight-saving jumps."""
+        for match in self.regex.finditer(name):
+            text = match.group(0)
+            if self.epoch:
+                return float(match.group("epoch"))
+            try:
+                when = datetime.strptime(text, self.pattern)
+            except ValueError:
+                continue  # digits of the right shape but no real date (month 13): look further on
+            if when.tzinfo is not None:
+                return when.timestamp()
+            return calendar.timegm(when.timetuple()) + when.microsecond / 1e6
+        return None
+
+
+def compile_time_pattern(pattern: str) -> TimePattern:
+    """Compile a ``--time-pattern``: strptime codes (``%Y %y %m %d %H %I %M %S %f %j %p %b %B
+    %z %%``) and literal text, searched anywhere in the file name; or ``%s`` (Unix seconds, with
+    optional decimals) with literal text around it. Raises UsageError naming a code it does not
+    know, or a pattern with no date or time code in it."""
+    parts: list[str] = []
+    codes: list[str] = []
+    i = 0
+    while i < len(pattern):
+        char = pattern[i]
+        if char != "%":
+            parts.append(re.escape(char))
+            i += 1
+            continue
+        code = pattern[i + 1 : i + 2]
+        if code == _EPOCH_CODE:
+            parts.append(r"(?P<epoch>\d+(?:\.\d+)?)")
+        elif code in _PATTERN_CODES:
+            parts.append(_PATTERN_CODES[code])
+        else:
+            known = " ".join(f"%{c}" for c in [*_PATTERN_CODES, _EPOCH_CODE] if c != "%")
+            raise UsageError(
+                f"--time-pattern {pattern!r}: unknown code %{code or ''}; use {known}, "
+                "e.g. '%Y%m%d_%H%M%S' for cam_20240501_120000.jpg"
+            )
+        codes.append(code)
+        i += 2
+    dated = [c for c in codes if c != "%"]
+    if not dated:
+        raise UsageError(
+            f"--time-pattern {pattern!r} has no date or time code; e.g. '%Y%m%d_%H%M%S' for cam_20240501_120000.jpg"
+        )
+    epoch = _EPOCH_CODE in dated
+    if epoch and len(dated) > 1:
+        raise UsageError(
+            f"--time-pattern {pattern!r}: %s (Unix seconds) cannot be combined with other codes"
+        )
+    return TimePattern(pattern, re.compile("".join(parts)), epoch)
 
 
 class ImageSequenceSource(FrameSource):
     """Frames from a list of image files (a folder, a glob, or a list). See the module docstring."""
 
-    def __init__(self, paths: Sequence[str | os.PathLike], name: str, kind: str, sort: SortOrder = "name", fps: float | None = None) -> None:
+    def __init__(
+        self,
+        paths: Sequence[str | os.PathLike],
+        name: str,
+        kind: str,
+        sort: SortOrder = "name",
+        fps: float | None = None,
+        time_pattern: str | None = None,
+    ) -> None:
         super().__init__()
         if sort not in ("name", "time", "none"):
             raise UsageError(f"unknown sort order {sort!r}; use name or time")
         if fps is not None and not fps > 0:
             raise UsageError(f"fps must be > 0, got {fps!r}; e.g. --fps 2")
+        if fps is not None and time_pattern:
+            raise UsageError("--fps and --time-pattern both give frame times; give one of them")
         files = [Path(p) for p in paths]
         if not files:
-            raise InputError(f"{name}: no images found (looked for {', '.join(sorted(IMAGE_SUFFIXES))}); check the path or pattern")
+            raise InputError(
+                f"{name}: no images found (looked for {', '.join(sorted(IMAGE_SUFFIXES))}); check the path or pattern"
+            )
         for f in files:
             if not f.is_file():
                 raise InputError(f"{f}: no such file; check the path")
         self._times: list[float] | None = None
-        if sort == "name":
+        # Where the times come from, for the message when they cannot space the samples.
+        self._times_from = "EXIF dates or file modification times"
+        self._by_time: list[tuple[float, int]] | None = None  # (timestamp, index), for frame_number
+        if time_pattern and fps is None:
+            files, self._times = self._named_times(files, compile_time_pattern(time_pattern), name)
+            self._times_from = f"--time-pattern {time_pattern!r}"
+        elif sort == "name":
             files.sort(key=natural_key)
         elif sort == "time":
-            keyed = sorted(zip(files, self._capture_times(files)), key=lambda ft: (ft[1], natural_key(ft[0])))
+            keyed = sorted(
+                zip(files, self._capture_times(files)), key=lambda ft: (ft[1], natural_key(ft[0]))
+            )
             files = [f for f, _ in keyed]
             self._times = [t for _, t in keyed]
         self.paths = files
@@ -103,13 +240,43 @@ class ImageSequenceSource(FrameSource):
         width, height = _first_size(files)
         duration = len(files) / fps if fps else None
         self.info = SourceInfo(
-            name=name, kind=kind, width=width, height=height, duration=duration,
-            fps=fps, frame_count=len(files), backend="pillow", variable_frame_rate=None if fps is None else False,
+            name=name,
+            kind=kind,
+            width=width,
+            height=height,
+            duration=duration,
+            fps=fps,
+            frame_count=len(files),
+            backend="pillow",
+            variable_frame_rate=None if fps is None else False,
         )
 
     @staticmethod
     def _capture_times(files: Sequence[Path]) -> list[float]:
         return [capture_time(f) for f in files]
+
+    def _named_times(
+        self, files: list[Path], pattern: TimePattern, name: str
+    ) -> tuple[list[Path], list[float]]:
+        """The files whose names hold a time, in time order (ties: natural name order), and
+        those times. Names without one are skipped and said once; none at all is an error."""
+        found = [(pattern.seconds(f.name), f) for f in files]
+        timed = [(t, f) for t, f in found if t is not None]
+        missing = [f.name for t, f in found if t is None]
+        if not timed:
+            raise InputError(
+                f"{name}: no file name matches --time-pattern {pattern.pattern!r} (e.g. "
+                f"{sorted(missing, key=natural_key)[0]!r}); fix the pattern or give --fps N"
+            )
+        if missing:
+            shown = ", ".join(sorted(missing, key=natural_key)[:3])
+            more = f" and {len(missing) - 3} more" if len(missing) > 3 else ""
+            self.stats.skipped.append(
+                f"{name}: {len(missing)} file name(s) do not match --time-pattern "
+                f"{pattern.pattern!r} ({shown}{more}) (skipped)"
+            )
+        timed.sort(key=lambda tf: (tf[0], natural_key(tf[1])))
+        return [f for _, f in timed], [t for t, _ in timed]
 
     def timestamps(self) -> list[float]:
         """Seconds of each file, in source order (computed once; see the module docstring)."""
@@ -119,6 +286,37 @@ class ImageSequenceSource(FrameSource):
             self._times = self._capture_times(self.paths)
         origin = min(self._times)
         return [t - origin for t in self._times]
+
+    def frame_number(self, seconds: float) -> int | None:
+        """The index of the file at ``seconds`` (the nearest one when no file is exactly there,
+        e.g. a padded event start): a folder's frame number is its file's place in the order."""
+        if self.fps is not None:
+            return super().frame_number(seconds)
+        if self._by_time is None:
+            self._by_time = sorted((t, i) for i, t in enumerate(self.timestamps()))
+        times = [t for t, _ in self._by_time]
+        at = bisect.bisect_left(times, seconds - TIME_EPS)
+        candidates = [k for k in (at - 1, at) if 0 <= k < len(times)]
+        if not candidates:
+            return None
+        best = min(candidates, key=lambda k: (abs(times[k] - seconds), k))
+        return self._by_time[best][1]
+
+    def _check_times(self, every: float) -> None:
+        """Sampling by time needs times that space the files: say so, naming the fixes, when
+        they cannot (all files share one mtime after a copy), rather than take one sample."""
+        if self.fps is not None or len(self.paths) < 2:
+            return
+        times = self.timestamps()
+        span = max(times) - min(times)
+        if span < every - TIME_EPS:
+            raise InputError(
+                f"{self.info.name}: the times of its {len(self.paths)} images (from "
+                f"{self._times_from}) span only {round(span, 3):g} s, less than "
+                f"--every {every:g}s, so only one would be sampled; give --fps N "
+                "(image i at i/N s), --time-pattern '%Y%m%d_%H%M%S' (times in the file names) "
+                "or --every 1f (every image)"
+            )
 
     def _position(self, spec: TimeSpec, what: str) -> float:
         # A frame position in a sequence is a file index: map it to that file's timestamp.
@@ -148,7 +346,18 @@ class ImageSequenceSource(FrameSource):
             pixels = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
         return Frame(pixels=pixels, source=str(self.paths[i]), timestamp=ts, index=i)
 
-    def _sample_seconds(self, every: float | None, start: float, end: float | None) -> Iterator[Frame]:
+    def _sample_seconds(
+        self, every: float | None, start: float, end: float | None
+    ) -> Iterator[Frame]:
+        # Checked here, when sample() is called, not on the first next(): the caller learns
+        # before any image is read, and the pipeline reports one line for the source.
+        if every is not None:
+            self._check_times(every)
+        return self._timed_frames(every, start, end)
+
+    def _timed_frames(
+        self, every: float | None, start: float, end: float | None
+    ) -> Iterator[Frame]:
         times = self.timestamps()
         target = start
         for i, ts in enumerate(times):
@@ -199,31 +408,65 @@ def _image_size(path: Path) -> tuple[int, int]:
             w, h = img.size
             return (h, w) if orientation in (5, 6, 7, 8) else (w, h)
     except (UnidentifiedImageError, OSError, SyntaxError, ValueError) as exc:
-        raise InputError(f"{path}: not an image Pillow can read ({exc}); remove it or fix the file") from exc
+        raise InputError(
+            f"{path}: not an image Pillow can read ({exc}); remove it or fix the file"
+        ) from exc
 
 
 def _images_in(paths: Sequence[str]) -> list[str]:
-    return [p for p in paths if Path(p).suffix.lower() in IMAGE_SUFFIXES and not Path(p).name.startswith(".") and Path(p).is_file()]
+    return [
+        p
+        for p in paths
+        if Path(p).suffix.lower() in IMAGE_SUFFIXES
+        and not Path(p).name.startswith(".")
+        and Path(p).is_file()
+    ]
 
 
-def open_folder(folder: str | os.PathLike, sort: SortOrder = "name", fps: float | None = None) -> ImageSequenceSource:
+def open_folder(
+    folder: str | os.PathLike,
+    sort: SortOrder = "name",
+    fps: float | None = None,
+    time_pattern: str | None = None,
+) -> ImageSequenceSource:
     """Every image directly inside ``folder`` (not sub-folders; use a ``**`` glob for those)."""
     root = Path(folder)
     if not root.is_dir():
         raise InputError(f"{root}: no such folder; check the path")
     files = _images_in([str(p) for p in root.iterdir()])
-    return ImageSequenceSource(files, name=root.name or str(root), kind="folder", sort=sort, fps=fps)
+    return ImageSequenceSource(
+        files,
+        name=root.name or str(root),
+        kind="folder",
+        sort=sort,
+        fps=fps,
+        time_pattern=time_pattern,
+    )
 
 
-def open_glob(pattern: str | os.PathLike, sort: SortOrder = "name", fps: float | None = None) -> ImageSequenceSource:
+def open_glob(
+    pattern: str | os.PathLike,
+    sort: SortOrder = "name",
+    fps: float | None = None,
+    time_pattern: str | None = None,
+) -> ImageSequenceSource:
     """Images matching a glob pattern (``**`` recurses); non-image matches are ignored."""
     text = os.fspath(pattern)
     files = _images_in(_glob.glob(text, recursive=True))
-    return ImageSequenceSource(files, name=text, kind="glob", sort=sort, fps=fps)
+    return ImageSequenceSource(
+        files, name=text, kind="glob", sort=sort, fps=fps, time_pattern=time_pattern
+    )
 
 
-def open_files(paths: Sequence[str | os.PathLike], sort: SortOrder = "none", fps: float | None = None) -> ImageSequenceSource:
+def open_files(
+    paths: Sequence[str | os.PathLike],
+    sort: SortOrder = "none",
+    fps: float | None = None,
+    time_pattern: str | None = None,
+) -> ImageSequenceSource:
     """An explicit list of image files, in the order given unless ``sort`` says otherwise."""
     files = [Path(p) for p in paths]
     name = f"{len(files)} files" if len(files) != 1 else str(files[0]) if files else "no files"
-    return ImageSequenceSource(files, name=name, kind="files", sort=sort, fps=fps)
+    return ImageSequenceSource(
+        files, name=name, kind="files", sort=sort, fps=fps, time_pattern=time_pattern
+    )

@@ -33,7 +33,9 @@ def load_image(path: str | Path) -> np.ndarray:
     if not path.exists():
         raise InputError(f"{path}: no such file; check the path")
     if path.is_dir():
-        raise InputError(f"{path} is a folder, not an image; give an image file (or use `spotdiff video` for folders)")
+        raise InputError(
+            f"{path} is a folder, not an image; give an image file (or use `spotdiff video` for folders)"
+        )
     Image.MAX_IMAGE_PIXELS = MAX_PIXELS
     try:
         with warnings.catch_warnings():
@@ -54,9 +56,13 @@ def load_image(path: str | Path) -> np.ndarray:
             f"{path}: image is over the {MAX_PIXELS / 1e6:g} MP safety limit (possible decompression bomb); downscale it first"
         ) from exc
     except UnidentifiedImageError as exc:
-        raise InputError(f"{path}: not an image file Pillow can read (PNG, JPEG, BMP, TIFF, WebP); check the file") from exc
+        raise InputError(
+            f"{path}: not an image file Pillow can read (PNG, JPEG, BMP, TIFF, WebP); check the file"
+        ) from exc
     except (OSError, SyntaxError, ValueError) as exc:
-        raise InputError(f"{path}: cannot read image ({exc}); the file may be truncated or corrupt") from exc
+        raise InputError(
+            f"{path}: cannot read image ({exc}); the file may be truncated or corrupt"
+        ) from exc
 
 
 def _to_rgb8(img) -> np.ndarray:  # img: PIL.Image.Image

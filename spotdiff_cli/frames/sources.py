@@ -35,11 +35,11 @@ import os
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 from ..errors import InputError, UsageError
 from ..types import Frame
-from .base import TIME_EPS, DecodeStats, FrameSource, SourceInfo, next_target
+from .base import DecodeStats, FrameSource, SourceInfo
 from .timecode import TimeSpec
 
 __all__ = [
@@ -54,7 +54,7 @@ __all__ = [
     "sample",
 ]
 
-SourceSpec = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
+SourceSpec = str | os.PathLike | Sequence[str | os.PathLike]
 """What a user can point ``spotdiff video`` at: a path, a glob pattern, or a list of files."""
 
 # -- registry ---------------------------------------------------------------------------------
@@ -64,7 +64,7 @@ SourceSpec = Union[str, os.PathLike, Sequence[Union[str, os.PathLike]]]
 class SourcePlugin:
     """One kind of frame source: ``detect(spec)`` says whether it handles a spec, ``open(spec,
     **options)`` builds it. Options a plug-in does not take are dropped, so callers can pass the
-    CLI's full set (``backend``, ``sort``, ``fps``) to any source."""
+    CLI's full set (``backend``, ``sort``, ``fps``, ``time_pattern``) to any source."""
 
     name: str
     detect: Callable[[Any], bool]
@@ -88,7 +88,11 @@ def _is_list(spec: Any) -> bool:
 
 
 def _is_glob(spec: Any) -> bool:
-    return isinstance(spec, (str, os.PathLike)) and _glob.has_magic(os.fspath(spec)) and not Path(spec).exists()
+    return (
+        isinstance(spec, (str, os.PathLike))
+        and _glob.has_magic(os.fspath(spec))
+        and not Path(spec).exists()
+    )
 
 
 def _is_dir(spec: Any) -> bool:
@@ -125,20 +129,39 @@ def _open_video(spec: Any, **options: Any) -> FrameSource:
     return VideoSource(spec, **options)
 
 
-register_source(SourcePlugin("files", _is_list, _open_files, frozenset({"sort", "fps"}), "a list of image files"))
-register_source(SourcePlugin("glob", _is_glob, _open_glob, frozenset({"sort", "fps"}), "a glob pattern, e.g. 'cam/*.jpg'"))
-register_source(SourcePlugin("folder", _is_dir, _open_folder, frozenset({"sort", "fps"}), "a folder of images"))
+# Options an image sequence takes: its order, and where its frame times come from.
+_SEQUENCE_OPTIONS = frozenset({"sort", "fps", "time_pattern"})
+
 register_source(
-    SourcePlugin("video", _is_file, _open_video, frozenset({"backend", "seek_threshold"}), "a video file (mp4, mkv, avi, mov, gif...)")
+    SourcePlugin("files", _is_list, _open_files, _SEQUENCE_OPTIONS, "a list of image files")
+)
+register_source(
+    SourcePlugin(
+        "glob", _is_glob, _open_glob, _SEQUENCE_OPTIONS, "a glob pattern, e.g. 'cam/*.jpg'"
+    )
+)
+register_source(
+    SourcePlugin("folder", _is_dir, _open_folder, _SEQUENCE_OPTIONS, "a folder of images")
+)
+register_source(
+    SourcePlugin(
+        "video",
+        _is_file,
+        _open_video,
+        frozenset({"backend", "seek_threshold"}),
+        "a video file (mp4, mkv, avi, mov, gif...)",
+    )
 )
 
 
-def open_source(spec: SourceSpec | FrameSource, *, kind: str | None = None, **options: Any) -> FrameSource:
+def open_source(
+    spec: SourceSpec | FrameSource, *, kind: str | None = None, **options: Any
+) -> FrameSource:
     """Open ``spec`` with the plug-in ``kind`` names, else the first whose ``detect`` accepts it.
 
-    ``options`` (e.g. ``backend="opencv"``, ``sort="time"``, ``fps=2``) go to the plug-ins that
-    take them; ``None`` values mean "not given" and are dropped so plug-in defaults apply.
-    A FrameSource passes through unchanged.
+    ``options`` (e.g. ``backend="opencv"``, ``sort="time"``, ``fps=2``,
+    ``time_pattern="%Y%m%d_%H%M%S"``) go to the plug-ins that take them; ``None`` values mean
+    "not given" and are dropped so plug-in defaults apply. A FrameSource passes through unchanged.
     """
     if isinstance(spec, FrameSource):
         return spec
@@ -148,12 +171,16 @@ def open_source(spec: SourceSpec | FrameSource, *, kind: str | None = None, **op
 
             close = difflib.get_close_matches(kind, SOURCES, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
-            raise UsageError(f"unknown source kind {kind!r}{hint} (available: {', '.join(SOURCES)})")
+            raise UsageError(
+                f"unknown source kind {kind!r}{hint} (available: {', '.join(SOURCES)})"
+            )
         plugin = SOURCES[kind]
     else:
         plugin = next((p for p in SOURCES.values() if p.detect(spec)), None)
         if plugin is None:
-            raise InputError(f"cannot read {spec!r} as frames; give a video file, a folder of images, a glob or a list of files")
+            raise InputError(
+                f"cannot read {spec!r} as frames; give a video file, a folder of images, a glob or a list of files"
+            )
     if isinstance(spec, (str, os.PathLike)) and plugin.name == "video" and not Path(spec).exists():
         raise InputError(f"{os.fspath(spec)}: no such file or folder; check the path")
     kwargs = {k: v for k, v in options.items() if v is not None and k in plugin.options}

@@ -29,10 +29,24 @@ _EXAMPLES = "e.g. 30s, 1.5m, 2h, 250ms, 00:01:30.5 (HH:MM:SS.mmm) or 25f (frames
 
 # Seconds per unit; every spelling a user is likely to type.
 _UNITS: dict[str, float] = {
-    "ms": 0.001, "msec": 0.001, "millis": 0.001,
-    "s": 1.0, "sec": 1.0, "secs": 1.0, "second": 1.0, "seconds": 1.0,
-    "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0, "minutes": 60.0,
-    "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+    "ms": 0.001,
+    "msec": 0.001,
+    "millis": 0.001,
+    "s": 1.0,
+    "sec": 1.0,
+    "secs": 1.0,
+    "second": 1.0,
+    "seconds": 1.0,
+    "m": 60.0,
+    "min": 60.0,
+    "mins": 60.0,
+    "minute": 60.0,
+    "minutes": 60.0,
+    "h": 3600.0,
+    "hr": 3600.0,
+    "hrs": 3600.0,
+    "hour": 3600.0,
+    "hours": 3600.0,
 }
 _FRAME_UNITS = {"f", "fr", "frame", "frames"}
 
@@ -66,7 +80,9 @@ class TimeSpec:
         return self.frames / fps  # type: ignore[operator]
 
     def __str__(self) -> str:
-        return f"{self.frames}f" if self.frames is not None else format_timecode(self.seconds or 0.0)
+        return (
+            f"{self.frames}f" if self.frames is not None else format_timecode(self.seconds or 0.0)
+        )
 
 
 def parse_time(value: str | float | int | TimeSpec, *, what: str = "time") -> TimeSpec:
@@ -82,14 +98,18 @@ def parse_time(value: str | float | int | TimeSpec, *, what: str = "time") -> Ti
         raise UsageError(f"{what}: {value!r} is not a time; {_EXAMPLES}")
     if isinstance(value, (int, float)):
         if not math.isfinite(value) or value < 0:
-            raise UsageError(f"{what}: {value!r} must be a finite number of seconds >= 0; {_EXAMPLES}")
+            raise UsageError(
+                f"{what}: {value!r} must be a finite number of seconds >= 0; {_EXAMPLES}"
+            )
         return TimeSpec(seconds=float(value))
     if not isinstance(value, str):
         raise UsageError(f"{what}: expected a time string, got {type(value).__name__}; {_EXAMPLES}")
 
     text = value.strip().lower()
     if text.startswith("-"):
-        raise UsageError(f"{what}: {value!r} is negative; times count from the start of the source ({_EXAMPLES})")
+        raise UsageError(
+            f"{what}: {value!r} is negative; times count from the start of the source ({_EXAMPLES})"
+        )
 
     match = _NUMBER_UNIT.match(text)
     if match:
@@ -100,7 +120,9 @@ def parse_time(value: str | float | int | TimeSpec, *, what: str = "time") -> Ti
             return TimeSpec(frames=int(number))
         if unit == "" or unit in _UNITS:
             return TimeSpec(seconds=float(number) * _UNITS.get(unit, 1.0))
-        raise UsageError(f"{what}: unknown unit {unit!r} in {value!r}; use ms, s, m, h or f ({_EXAMPLES})")
+        raise UsageError(
+            f"{what}: unknown unit {unit!r} in {value!r}; use ms, s, m, h or f ({_EXAMPLES})"
+        )
 
     match = _CLOCK.match(text)
     if match:
@@ -108,7 +130,9 @@ def parse_time(value: str | float | int | TimeSpec, *, what: str = "time") -> Ti
         minutes, seconds = int(match["m"]), float(match["s"])
         # Only the leading field may overflow: "01:75:00" is almost certainly a typo.
         if seconds >= 60 or (hours is not None and minutes >= 60):
-            raise UsageError(f"{what}: {value!r} has minutes or seconds >= 60; write HH:MM:SS.mmm, e.g. 01:15:00")
+            raise UsageError(
+                f"{what}: {value!r} has minutes or seconds >= 60; write HH:MM:SS.mmm, e.g. 01:15:00"
+            )
         return TimeSpec(seconds=(hours or 0) * 3600.0 + minutes * 60.0 + seconds)
 
     raise UsageError(f"{what}: cannot read {value!r} as a time; {_EXAMPLES}")
@@ -117,7 +141,9 @@ def parse_time(value: str | float | int | TimeSpec, *, what: str = "time") -> Ti
 def parse_every(value: str | float | int | TimeSpec, *, what: str = "--every") -> TimeSpec:
     """Like :func:`parse_time` but for an interval, which must be strictly positive."""
     spec = parse_time(value, what=what)
-    if (spec.frames is not None and spec.frames < 1) or (spec.seconds is not None and spec.seconds <= 0):
+    if (spec.frames is not None and spec.frames < 1) or (
+        spec.seconds is not None and spec.seconds <= 0
+    ):
         raise UsageError(f"{what}: the interval must be greater than zero, e.g. 30s or 25f")
     return spec
 

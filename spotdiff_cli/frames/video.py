@@ -102,13 +102,17 @@ class VideoSource(FrameSource):
     Raises InputError if the file is missing or not a readable video.
     """
 
-    def __init__(self, path: str | os.PathLike, backend: Backend = "auto", seek_threshold: int | None = None) -> None:
+    def __init__(
+        self, path: str | os.PathLike, backend: Backend = "auto", seek_threshold: int | None = None
+    ) -> None:
         super().__init__()
         self.path = Path(path)
         if not self.path.exists():
             raise InputError(f"{self.path}: no such file; check the path")
         if self.path.is_dir():
-            raise InputError(f"{self.path} is a folder; open it as a folder source (or give a video file)")
+            raise InputError(
+                f"{self.path} is a folder; open it as a folder source (or give a video file)"
+            )
         if backend not in ("auto", "ffmpeg", "opencv"):
             raise UsageError(f"unknown video backend {backend!r}; use auto, ffmpeg or opencv")
         if backend == "auto":
@@ -116,13 +120,19 @@ class VideoSource(FrameSource):
         if backend == "ffmpeg":
             exe = find_ffmpeg()
             if exe is None:
-                raise UsageError("backend 'ffmpeg' needs an ffmpeg binary; install ffmpeg or imageio-ffmpeg, or use --backend opencv")
-            self._reader: _FFmpegReader | _OpenCVReader = _FFmpegReader(self.path, exe, self.stats, seek_threshold)
+                raise UsageError(
+                    "backend 'ffmpeg' needs an ffmpeg binary; install ffmpeg or imageio-ffmpeg, or use --backend opencv"
+                )
+            self._reader: _FFmpegReader | _OpenCVReader = _FFmpegReader(
+                self.path, exe, self.stats, seek_threshold
+            )
         else:
             self._reader = _OpenCVReader(self.path, self.stats, seek_threshold)
         self.info = self._reader.info
 
-    def _sample_seconds(self, every: float | None, start: float, end: float | None) -> Iterator[Frame]:
+    def _sample_seconds(
+        self, every: float | None, start: float, end: float | None
+    ) -> Iterator[Frame]:
         self._reader.size = self.output_size()
         return self._reader.sample_seconds(every, start, end)
 
@@ -159,8 +169,14 @@ class _OpenCVReader:
         # OpenCV reports the *average* fps (frames / duration), so count / fps is the duration.
         duration = count / fps if count > 0 and fps else None
         self.info = SourceInfo(
-            name=path.name, kind="video", width=width, height=height, duration=duration,
-            fps=fps, frame_count=count if count > 0 else None, backend="opencv",
+            name=path.name,
+            kind="video",
+            width=width,
+            height=height,
+            duration=duration,
+            fps=fps,
+            frame_count=count if count > 0 else None,
+            backend="opencv",
         )
         self.fps = fps or 25.0  # only used to convert gaps to frame counts; never for timestamps
         self.pts: float | None = None  # timestamp of the frame last grabbed (None: none yet)
@@ -181,7 +197,9 @@ class _OpenCVReader:
         """The grabbed frame, or None (recorded in ``stats.skipped``) when it cannot be decoded."""
         ok, bgr = self.cap.retrieve()
         if not ok or bgr is None:
-            self.stats.skipped.append(f"{self.path}: frame {self.index} could not be decoded (skipped); the file may be corrupt")
+            self.stats.skipped.append(
+                f"{self.path}: frame {self.index} could not be decoded (skipped); the file may be corrupt"
+            )
             return None
         self.stats.converted += 1
         if self.size is not None and (bgr.shape[1], bgr.shape[0]) != self.size:
@@ -199,7 +217,6 @@ class _OpenCVReader:
         back by the error plus a growing margin; an early one far from the target moves it
         forward by most of the error. The best early landing is kept, so at worst we walk from it.
         """
-        cv2 = self.cv2
         frame = 1.0 / self.fps
         window = max(self.seek_threshold, 1) * frame  # landing this far early is cheap to walk
         aim = target - frame  # aim one frame early: landing before the target is the cheap side
@@ -274,7 +291,9 @@ class _OpenCVReader:
                 return True
         return False
 
-    def sample_seconds(self, every: float | None, start: float, end: float | None) -> Iterator[Frame]:
+    def sample_seconds(
+        self, every: float | None, start: float, end: float | None
+    ) -> Iterator[Frame]:
         if not self._advance_to_time(start):
             return
         while True:
@@ -329,11 +348,15 @@ class _OpenCVReader:
 
 # -- FFmpeg -----------------------------------------------------------------------------------
 
-_DURATION = re.compile(r"Duration:\s*(?:(\d+):(\d+):(\d+(?:\.\d+)?)|N/A)(?:,\s*start:\s*(-?\d+(?:\.\d+)?))?")
+_DURATION = re.compile(
+    r"Duration:\s*(?:(\d+):(\d+):(\d+(?:\.\d+)?)|N/A)(?:,\s*start:\s*(-?\d+(?:\.\d+)?))?"
+)
 _STREAM = re.compile(r"Stream #\d+:\d+.*?: Video: (?P<codec>\w+).*?, (?P<w>\d{2,5})x(?P<h>\d{2,5})")
 _FPS = re.compile(r"([\d.]+)(k?) fps")
 _TBR = re.compile(r"([\d.]+)(k?) tbr")
-_SHOWINFO = re.compile(r"\[Parsed_showinfo_(\d+) @ [^\]]*\] n:\s*(\d+) pts:\s*(-?\d+|NOPTS) pts_time:(\S+)")
+_SHOWINFO = re.compile(
+    r"\[Parsed_showinfo_(\d+) @ [^\]]*\] n:\s*(\d+) pts:\s*(-?\d+|NOPTS) pts_time:(\S+)"
+)
 
 
 def _rate(match: re.Match[str] | None) -> float | None:
@@ -346,7 +369,9 @@ class _FFmpegReader:
     """ffmpeg subprocesses driven by ffmpeg-python; stateless between samples (each sampling run
     starts its own process, seeking with ``-ss`` so skipped footage is never decoded)."""
 
-    def __init__(self, path: Path, exe: str, stats: DecodeStats, seek_threshold: int | None) -> None:
+    def __init__(
+        self, path: Path, exe: str, stats: DecodeStats, seek_threshold: int | None
+    ) -> None:
         self.path = path
         self.exe = exe
         self.stats = stats
@@ -360,14 +385,17 @@ class _FFmpegReader:
         # `ffmpeg -i file` with no output prints the container and stream summary and exits 1.
         proc = subprocess.run(
             [self.exe, "-hide_banner", "-nostdin", "-i", str(self.path)],
-            capture_output=True, text=True, errors="replace", timeout=60,
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=60,
         )
         text = proc.stderr
         stream = _STREAM.search(text)
         if stream is None:
             last = _last_error_line(text)
             raise InputError(f"{self.path}: not a readable video ({last}); {_VIDEO_HINT}")
-        line = text[stream.start():].splitlines()[0]
+        line = text[stream.start() :].splitlines()[0]
         fps, tbr = _rate(_FPS.search(line)), _rate(_TBR.search(line))
         duration, start = None, 0.0
         dur = _DURATION.search(text)
@@ -382,13 +410,22 @@ class _FFmpegReader:
         fps = fps or tbr
         count = int(round(duration * fps)) if duration and fps and vfr is False else None
         info = SourceInfo(
-            name=self.path.name, kind="video", width=int(stream["w"]), height=int(stream["h"]),
-            duration=duration, fps=fps, frame_count=count, backend="ffmpeg", variable_frame_rate=vfr,
+            name=self.path.name,
+            kind="video",
+            width=int(stream["w"]),
+            height=int(stream["h"]),
+            duration=duration,
+            fps=fps,
+            frame_count=count,
+            backend="ffmpeg",
+            variable_frame_rate=vfr,
         )
         return info, start
 
     # One sampling run = one process; a seek = a new process with -ss.
-    def _run(self, seek: float | None, select: str | None, limit: float | None, max_frames: int | None) -> Iterator[tuple[np.ndarray, float, int]]:
+    def _run(
+        self, seek: float | None, select: str | None, limit: float | None, max_frames: int | None
+    ) -> Iterator[tuple[np.ndarray, float, int]]:
         """Yield (rgb, timestamp, n) for frames ffmpeg selects. ``n`` counts decoded frames of this
         run from 0. ``seek``: -ss position (accurate seek, decodes from the previous keyframe).
         ``limit``: stop reading input at this timestamp. ``max_frames``: stop after this many."""
@@ -414,7 +451,12 @@ class _FFmpegReader:
             stream = stream.filter("scale", w, h, flags="area")
         stream = stream.filter("showinfo", **_showinfo_options(self.exe))
         out_kwargs: dict[str, object] = {
-            "format": "rawvideo", "pix_fmt": "rgb24", "fps_mode": "passthrough", "an": None, "sn": None, "dn": None,
+            "format": "rawvideo",
+            "pix_fmt": "rgb24",
+            "fps_mode": "passthrough",
+            "an": None,
+            "sn": None,
+            "dn": None,
         }
         if max_frames is not None:
             out_kwargs["frames:v"] = max_frames
@@ -423,7 +465,9 @@ class _FFmpegReader:
             .global_args("-hide_banner", "-nostdin", "-nostats")
             .compile(cmd=self.exe)
         )
-        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
+        )
         self._procs.append(proc)
         times: queue.Queue[tuple[float | None, int]] = queue.Queue()
         tail: list[str] = []
@@ -466,7 +510,11 @@ class _FFmpegReader:
                 pts, n = times.get(timeout=60)
                 if pts is None:
                     # Frame without a timestamp (rare, broken streams): one average frame later.
-                    pts = (last_pts + 1.0 / self.fps) if last_pts is not None else (seek or 0.0) + self.start_time
+                    pts = (
+                        (last_pts + 1.0 / self.fps)
+                        if last_pts is not None
+                        else (seek or 0.0) + self.start_time
+                    )
                 last_pts = pts
                 produced += 1
                 self.stats.converted += 1
@@ -480,14 +528,18 @@ class _FFmpegReader:
             if proc in self._procs:
                 self._procs.remove(proc)
         if produced == 0 and proc.returncode not in (0, None, -9) and seek is None:
-            raise InputError(f"{self.path}: ffmpeg could not decode it ({' '.join(tail[-1:]) or 'no frames'}); {_VIDEO_HINT}")
+            raise InputError(
+                f"{self.path}: ffmpeg could not decode it ({' '.join(tail[-1:]) or 'no frames'}); {_VIDEO_HINT}"
+            )
 
     def _index(self, seek: float | None, n: int, ts: float) -> int:
         # Exact when decoding from the start; after a seek ffmpeg's counter restarts, so the index
         # is estimated from the timestamp (exact for CFR, approximate for VFR).
         return n if not seek else int(round(ts * self.fps))
 
-    def sample_seconds(self, every: float | None, start: float, end: float | None) -> Iterator[Frame]:
+    def sample_seconds(
+        self, every: float | None, start: float, end: float | None
+    ) -> Iterator[Frame]:
         src = str(self.path)
         stride_frames = (every or 0.0) * self.fps
         if every is not None and stride_frames > self.seek_threshold:
@@ -548,8 +600,13 @@ def _showinfo_options(exe: str) -> dict[str, int]:
     """showinfo's per-frame plane checksums cost a third of the decode time of a 720p stream;
     ffmpeg 5.1+ can skip them (``checksum=0``). Older binaries do not know the option."""
     try:
-        text = subprocess.run([exe, "-hide_banner", "-h", "filter=showinfo"], capture_output=True, text=True,
-                              errors="replace", timeout=30).stdout
+        text = subprocess.run(
+            [exe, "-hide_banner", "-h", "filter=showinfo"],
+            capture_output=True,
+            text=True,
+            errors="replace",
+            timeout=30,
+        ).stdout
     except (OSError, subprocess.SubprocessError):
         return {}
     return {"checksum": 0} if "checksum" in text else {}

@@ -17,7 +17,12 @@ SCHEMA = "spotdiff.report/1"
 def scale_box(bbox: BBox, scale: float) -> list[int]:
     """A working-resolution (x, y, w, h) box in original pixels."""
     x, y, w, h = bbox
-    return [int(round(x * scale)), int(round(y * scale)), max(1, int(round(w * scale))), max(1, int(round(h * scale)))]
+    return [
+        int(round(x * scale)),
+        int(round(y * scale)),
+        max(1, int(round(w * scale))),
+        max(1, int(round(h * scale))),
+    ]
 
 
 def report_to_dict(report: Report) -> dict[str, Any]:
@@ -25,14 +30,24 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     a = report.analysis
     scale = a.scale
     before = report.original.before.pixels if report.original else a.pair.before.pixels
-    after_shape = report.original.after.pixels.shape if report.original else a.pair.after.pixels.shape
+    after_shape = (
+        report.original.after.pixels.shape if report.original else a.pair.after.pixels.shape
+    )
     numbered = _cluster_numbers(report)
     return {
         "schema": SCHEMA,
         "tool": {"name": "spotdiff", "version": __version__},
         "inputs": {
-            "before": {"path": report.before_path, "width": int(before.shape[1]), "height": int(before.shape[0])},
-            "after": {"path": report.after_path, "width": int(after_shape[1]), "height": int(after_shape[0])},
+            "before": {
+                "path": report.before_path,
+                "width": int(before.shape[1]),
+                "height": int(before.shape[0]),
+            },
+            "after": {
+                "path": report.after_path,
+                "width": int(after_shape[1]),
+                "height": int(after_shape[0]),
+            },
         },
         "model": report.model,
         "sentences": [
@@ -58,7 +73,10 @@ def report_to_dict(report: Report) -> dict[str, Any]:
             "changed_fraction_before_lighting_correction": round(a.mask.raw_changed_fraction, 5),
             "lighting_changed": a.mask.lighting_changed,
             "scene_changed": a.scene_changed,
-            "analysed_size": [int(a.pair.before.pixels.shape[1]), int(a.pair.before.pixels.shape[0])],
+            "analysed_size": [
+                int(a.pair.before.pixels.shape[1]),
+                int(a.pair.before.pixels.shape[0]),
+            ],
         },
         "clusters": [
             {

@@ -9,11 +9,21 @@ from ..types import Report
 from .compose import _cluster_numbers, scale_box
 
 # Distinct, colour-blind-friendly box colours (Okabe-Ito), RGB.
-PALETTE = [(230, 159, 0), (86, 180, 233), (0, 158, 115), (240, 228, 66), (0, 114, 178), (213, 94, 0), (204, 121, 167)]
+PALETTE = [
+    (230, 159, 0),
+    (86, 180, 233),
+    (0, 158, 115),
+    (240, 228, 66),
+    (0, 114, 178),
+    (213, 94, 0),
+    (204, 121, 167),
+]
 _GAP = 12
 
 
-def _label(img: np.ndarray, text: str, x: int, y: int, colour: tuple[int, int, int], scale: float) -> None:
+def _label(
+    img: np.ndarray, text: str, x: int, y: int, colour: tuple[int, int, int], scale: float
+) -> None:
     font = cv2.FONT_HERSHEY_SIMPLEX
     thickness = max(1, int(round(scale * 2)))
     (tw, th), base = cv2.getTextSize(text, font, scale, thickness)
@@ -42,7 +52,10 @@ def annotated_image(report: Report) -> np.ndarray:
         colour = PALETTE[(number - 1) % len(PALETTE)]
         x, y, bw, bh = scale_box(cluster.bbox, a.scale)
         # The after box is drawn where the object is in the after image (undo the alignment).
-        shift_x, shift_y = int(round(a.alignment.dx * a.scale)), int(round(a.alignment.dy * a.scale))
+        shift_x, shift_y = (
+            int(round(a.alignment.dx * a.scale)),
+            int(round(a.alignment.dy * a.scale)),
+        )
         for ox, oy in ((0, 0), (w + _GAP + shift_x, shift_y)):
             cv2.rectangle(canvas, (x + ox, y + oy), (x + ox + bw, y + oy + bh), colour, thickness)
             _label(canvas, str(number), x + ox, y + oy, colour, font_scale)

@@ -1,5 +1,18 @@
-"""Timeline reports for ``spotdiff video``: the versioned dict, its writers (json, md, csv, html),
-the event pictures, and reading a partial report back for ``--resume``.
+"""Timeline reports for ``spotdiff video``: the versioned dict, its writers (json, md, csv, html,
+and the vtt / srt subtitles of :mod:`.subtitles`), the event pictures and their names, and
+reading a partial report back for ``--resume``.
+
+Conventions a DVR-Scan or PySceneDetect user expects: every time is ``HH:MM:SS.mmm`` with a frame
+number beside it (counted from 0, as DVR-Scan does; PySceneDetect's CSV counts from 1), the CSV
+columns carry their names (``Start Frame``, ``Start Timecode``, ``Length (seconds)``...), and
+every output names the source by its full path. Files made per source (pictures, clips,
+subtitles of a run over several sources) are named by the file name *and* a short hash of the
+full path, so ``day1/cam.mp4`` and ``day2/cam.mp4`` never overwrite each other.
+
+Schema ``spotdiff.timeline/2`` (``/1`` is still read by ``--resume``): an event has ``start`` /
+``end`` (the reported interval, s, padded), ``seen`` (first and last sample where the change
+was seen), frame numbers, lengths, ``sentences`` (what was said inside it, with times) and
+``pair_times`` (before / after times of the pictured pair; ``"frames"`` in v1).
 
 The JSON is rewritten atomically while a run goes on, so a Ctrl-C or a crash leaves a valid
 report of everything done so far (``"complete": false``), from which ``--resume`` continues.
@@ -10,50 +23,121 @@ from __future__ import annotations
 import base64
 import csv
 import dataclasses
+import glob
+import hashlib
 import html
 import io
 import json
+import os
 import re
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import cv2
 import numpy as np
 
 from .. import __version__
+from ..atomic import atomic_write_bytes
 from ..errors import OutputError
 from ..frames.timecode import format_timecode
-from ..types import Event, Report
-from ..atomic import atomic_write_bytes
+from ..types import Event, EventSentence, Report
 from .draw import annotated_image
+from .subtitles import SUBTITLE_WRITERS
 
-SCHEMA = "spotdiff.timeline/1"
+SCHEMA = "spotdiff.timeline/2"
+READABLE_SCHEMAS = ("spotdiff.timeline/1", SCHEMA)
 FRAMES_DIR = "frames"
+CLIPS_DIR = "clips"
+
+# PySceneDetect's scene-list columns (DVR-Scan names the same quantities), "Event" for "Scene";
+# ours follow.
+CSV_COLUMNS = [
+    "Event Number",
+    "Start Frame",
+    "Start Timecode",
+    "Start Time (seconds)",
+    "End Frame",
+    "End Timecode",
+    "End Time (seconds)",
+    "Length (frames)",
+    "Length (timecode)",
+    "Length (seconds)",
+    "Source",
+    "Kind",
+    "Noun",
+    "Description",
+    "Sentences",
+    "Boxes",
+    "Picture",
+    "Clip",
+]
 
 
-def _slug(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9._-]+", "_", Path(name).name)[:60] or "source"
+# -- names -----------------------------------------------------------------------------------
 
 
-def _needs_millis(event: Event) -> bool:
-    return any(abs(t - round(t)) > 1e-3 for t in (event.start, event.end))
+def source_path(source: str) -> str:
+    """The full path of a source as the user named it (a glob stays a pattern, made absolute)."""
+    if os.path.exists(source) or glob.has_magic(source):
+        return os.path.abspath(source)
+    return source
+
+
+def source_stem(source: str) -> str:
+    """A file-name stem for what is written per source: its name and 8 hex digits of the hash
+    of its full path (two ``cam.mp4`` in different folders get different stems)."""
+    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(source).name)[:60] or "source"
+    digest = hashlib.sha1(source_path(source).encode("utf-8", "surrogateescape")).hexdigest()
+    return f"{slug}-{digest[:8]}"
+
+
+def timecode(seconds: float) -> str:
+    """``HH:MM:SS.mmm``: every time in every output, so columns line up and sort as text."""
+    return format_timecode(seconds, millis=True)
+
+
+# -- the dict ----------------------------------------------------------------------------------
+
+
+def _frames_between(start: int | None, end: int | None) -> int | None:
+    return end - start if start is not None and end is not None else None
 
 
 def event_dict(event: Event) -> dict[str, Any]:
+    seen = event.seen_span
+    length = max(0.0, event.end - event.start)
     return {
         "id": event.id,
         "start": round(event.start, 3),
         "end": round(event.end, 3),
-        # Milliseconds on both ends when either needs them, so a span reads consistently.
-        "start_tc": format_timecode(event.start, millis=_needs_millis(event)),
-        "end_tc": format_timecode(event.end, millis=_needs_millis(event)),
+        "start_tc": timecode(event.start),
+        "end_tc": timecode(event.end),
+        "start_frame": event.start_frame,
+        "end_frame": event.end_frame,
+        "length": round(length, 3),
+        "length_tc": timecode(length),
+        "length_frames": _frames_between(event.start_frame, event.end_frame),
+        "seen": {"start": round(seen[0], 3), "end": round(seen[1], 3)},
         "text": event.text,
         "kind": event.kind,
         "noun": event.noun,
         "detections": event.detections,
+        "sentences": [
+            {
+                "start": round(s.start, 3),
+                "end": round(s.end, 3),
+                "start_tc": timecode(s.start),
+                "end_tc": timecode(s.end),
+                "text": s.text,
+                "kind": s.kind,
+            }
+            for s in event.sentences
+        ],
         "boxes": [list(b) for b in event.boxes],
-        "frames": {"before": round(event.frames[0], 3), "after": round(event.frames[1], 3)},
+        "pair_times": {"before": round(event.frames[0], 3), "after": round(event.frames[1], 3)},
         "picture": event.picture,
+        "clip": event.clip,
     }
 
 
@@ -64,6 +148,7 @@ def timeline_to_dict(results: list, settings: dict[str, Any]) -> dict[str, Any]:
         sources.append(
             {
                 "source": r.source,
+                "path": source_path(r.source),
                 "info": r.info,
                 "complete": r.complete,
                 "error": r.error,
@@ -91,18 +176,35 @@ def timeline_to_dict(results: list, settings: dict[str, Any]) -> dict[str, Any]:
 
 
 def event_from_dict(data: dict[str, Any], source: str) -> Event:
-    """The inverse of :func:`event_dict`."""
+    """The inverse of :func:`event_dict`; also reads a v1 event (``"frames"``, no sentences)."""
+    pair = data["pair_times"] if "pair_times" in data else data["frames"]
+    seen = data.get("seen")
     return Event(
-        id=int(data["id"]), source=source, start=float(data["start"]), end=float(data["end"]), text=data["text"],
-        kind=data["kind"], noun=data["noun"], boxes=tuple(tuple(b) for b in data["boxes"]),
-        frames=(float(data["frames"]["before"]), float(data["frames"]["after"])),
-        detections=int(data["detections"]), picture=data["picture"],
+        id=int(data["id"]),
+        source=source,
+        start=float(data["start"]),
+        end=float(data["end"]),
+        text=data["text"],
+        kind=data["kind"],
+        noun=data["noun"],
+        boxes=tuple(tuple(b) for b in data["boxes"]),
+        frames=(float(pair["before"]), float(pair["after"])),
+        detections=int(data["detections"]),
+        picture=data["picture"],
+        seen=(float(seen["start"]), float(seen["end"])) if seen else None,
+        start_frame=data.get("start_frame"),
+        end_frame=data.get("end_frame"),
+        sentences=tuple(
+            EventSentence(float(s["start"]), float(s["end"]), s["text"], s["kind"])
+            for s in data.get("sentences", [])
+        ),
+        clip=data.get("clip"),
     )
 
 
 def timeline_from_dict(data: dict[str, Any]) -> dict[str, Any]:
-    """The sources of a timeline dict (a finished or partial ``timeline.json``) as
-    ``SourceResult`` values by source name: what ``--resume`` continues from.
+    """The sources of a timeline dict (a finished or partial ``timeline.json``, schema v1 or
+    v2) as ``SourceResult`` values by source name: what ``--resume`` continues from.
 
     Raises OutputError when the dict is not a readable spotdiff timeline.
     """
@@ -115,76 +217,164 @@ def timeline_from_dict(data: dict[str, Any]) -> dict[str, Any]:
                 raise TypeError(f"source {s.get('source')!r} is not a path")
             point = s.get("checkpoint")
             results[s["source"]] = SourceResult(
-                source=s["source"], info=s.get("info", {}),
+                source=s["source"],
+                info=s.get("info", {}),
                 events=[event_from_dict(e, s["source"]) for e in s.get("events", [])],
-                samples=int(s.get("samples", 0)), analysed=int(s.get("pairs_analysed", 0)),
-                decoded=int(s.get("frames_decoded", 0)), processed_until=s.get("processed_until"),
-                complete=bool(s.get("complete", False)), error=s.get("error"), seconds=float(s.get("seconds", 0.0)),
+                samples=int(s.get("samples", 0)),
+                analysed=int(s.get("pairs_analysed", 0)),
+                decoded=int(s.get("frames_decoded", 0)),
+                processed_until=s.get("processed_until"),
+                complete=bool(s.get("complete", False)),
+                error=s.get("error"),
+                seconds=float(s.get("seconds", 0.0)),
                 pending=[event_from_dict(e, s["source"]) for e in s.get("open_events", [])],
-                warnings=list(s.get("warnings", [])), ended_early_at=s.get("ended_early_at"),
+                warnings=list(s.get("warnings", [])),
+                ended_early_at=s.get("ended_early_at"),
                 checkpoint=Checkpoint(**point) if point else None,
             )
         return results
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise OutputError(f"the timeline being resumed is damaged ({type(exc).__name__}: {exc}); start again with --overwrite") from exc
+        raise OutputError(
+            f"the timeline being resumed is damaged ({type(exc).__name__}: {exc}); start again with --overwrite"
+        ) from exc
+
+
+# -- pictures ----------------------------------------------------------------------------------
 
 
 def write_event_picture(out_dir: str | Path, source: str, event: Event, report: Report) -> str:
     """Write the event's annotated frame pair and a thumbnail (the after half, boxes drawn)
     under ``out_dir/frames``; return the pair's path relative to ``out_dir``."""
     out = Path(out_dir) / FRAMES_DIR
-    stem = f"{_slug(source)}-event-{event.id:04d}"
+    stem = f"{source_stem(source)}-event-{event.id:04d}"
     picture = annotated_image(report)
     width = report.analysis.pair.before.pixels.shape[1]
     after_half = picture[:, picture.shape[1] - width :]
-    thumb = cv2.resize(after_half, (240, max(1, round(after_half.shape[0] * 240 / width))), interpolation=cv2.INTER_AREA)
+    thumb = cv2.resize(
+        after_half,
+        (240, max(1, round(after_half.shape[0] * 240 / width))),
+        interpolation=cv2.INTER_AREA,
+    )
     atomic_write_bytes(out / f"{stem}.jpg", _jpeg(picture, 85))
     atomic_write_bytes(out / f"{stem}-thumb.jpg", _jpeg(thumb, 80))
     return f"{FRAMES_DIR}/{stem}.jpg"
 
 
 def _jpeg(image: np.ndarray, quality: int) -> bytes:
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    ok, buf = cv2.imencode(
+        ".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality]
+    )
     if not ok:
         raise OutputError("could not encode an event picture")
     return buf.tobytes()
+
+
+# -- writers -----------------------------------------------------------------------------------
 
 
 def write_json(data: dict[str, Any], out: Path) -> bytes:
     return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
 
 
+def _blank(value: Any) -> Any:
+    return "" if value is None else value
+
+
+def _said(event: dict[str, Any]) -> list[dict[str, Any]]:
+    """The sentences of an event dict (a resumed v1 event has none: its summary stands in)."""
+    return event.get("sentences") or [
+        {"start_tc": event["start_tc"], "text": event["text"], "kind": event["kind"]}
+    ]
+
+
 def write_csv(data: dict[str, Any], out: Path) -> bytes:
+    """One row per event, PySceneDetect's columns first (see :data:`CSV_COLUMNS`)."""
     buf = io.StringIO()
-    writer = csv.writer(buf)
-    writer.writerow(["source", "event", "start", "end", "start_s", "end_s", "kind", "noun", "text", "boxes", "picture"])
+    writer = csv.writer(buf, lineterminator="\n")
+    writer.writerow(CSV_COLUMNS)
     for s in data["sources"]:
         for e in s["events"]:
-            boxes = " ".join("x".join(map(str, b)) for b in e["boxes"])
-            writer.writerow([Path(s["source"]).name, e["id"], e["start_tc"], e["end_tc"], e["start"], e["end"], e["kind"], e["noun"], e["text"], boxes, e["picture"] or ""])
+            writer.writerow(
+                [
+                    e["id"],
+                    _blank(e.get("start_frame")),
+                    e["start_tc"],
+                    f"{e['start']:.3f}",
+                    _blank(e.get("end_frame")),
+                    e["end_tc"],
+                    f"{e['end']:.3f}",
+                    _blank(e.get("length_frames")),
+                    e.get("length_tc", ""),
+                    f"{e.get('length', 0.0):.3f}",
+                    s.get("path", s["source"]),
+                    e["kind"],
+                    e["noun"],
+                    e["text"],
+                    " | ".join(f"{x['start_tc']} {x['text']}" for x in _said(e)),
+                    " ".join("x".join(map(str, b)) for b in e["boxes"]),
+                    _blank(e["picture"]),
+                    _blank(e.get("clip")),
+                ]
+            )
     return buf.getvalue().encode()
+
+
+def _span(e: dict[str, Any], dash: str) -> str:
+    return e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}{dash}{e['end_tc']}"
+
+
+def _frame_span(e: dict[str, Any], dash: str) -> str:
+    start, end = e.get("start_frame"), e.get("end_frame")
+    if start is None:
+        return ""
+    return f"{start}" if start == end else f"{start}{dash}{end}"
+
+
+def _md_cell(text: str) -> str:
+    return str(text).replace("|", "\\|").replace("\n", " ")
 
 
 def write_md(data: dict[str, Any], out: Path) -> bytes:
     lines = ["# Timeline of changes", ""]
     if not data["complete"]:
-        lines += ["> **Partial report**: the run stopped before the end; `spotdiff video ... --resume` continues it.", ""]
+        lines += [
+            "> **Partial report**: the run stopped before the end; `spotdiff video ... --resume` continues it.",
+            "",
+        ]
     for s in data["sources"]:
-        lines += [f"## {Path(s['source']).name}", "", f"`{s['source']}`", ""]
+        lines += [
+            f"## {_md_cell(Path(s['source']).name)}",
+            "",
+            f"`{s.get('path', s['source'])}`",
+            "",
+        ]
         if s["error"] and not s["events"] and s["complete"]:
-            lines += [f"Skipped: {s['error']}", ""]
+            lines += [f"Skipped: {_md_cell(s['error'])}", ""]
             continue
         if s["error"]:
-            lines += [f"> **Stopped early**: {s['error']}", ""]
-        lines += [f"> warning: {w}" for w in s.get("warnings", [])] + ([""] if s.get("warnings") else [])
-        lines += ["| time | what | picture |", "|---|---|---|"]
+            lines += [f"> **Stopped early**: {_md_cell(s['error'])}", ""]
+        lines += [f"> warning: {_md_cell(w)}" for w in s.get("warnings", [])] + (
+            [""] if s.get("warnings") else []
+        )
+        lines += ["| # | time | frames | what | picture |", "|---|---|---|---|---|"]
         for e in s["events"]:
-            span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}–{e['end_tc']}"
-            pic = f"[pair]({e['picture']})" if e["picture"] else ""
-            lines.append(f"| {span} | {e['text']} | {pic} |")
+            what = _md_cell(e["text"])
+            said = _said(e)
+            if len(said) > 1:
+                what += "".join(f"<br>· {x['start_tc']} {_md_cell(x['text'])}" for x in said)
+            links = [f"[pair]({e['picture']})" if e["picture"] else ""]
+            if e.get("clip"):
+                links.append(f"[clip]({e['clip']})")
+            lines.append(
+                f"| {e['id']} | {_span(e, '–')} | {_frame_span(e, '–')} | {what} | {' '.join(x for x in links if x)} |"
+            )
         if not s["events"]:
-            lines.append("| – | no change | |")
-        lines += ["", f"{s['samples']} samples, {s['pairs_analysed']} pairs analysed in full, {s['seconds']:.1f} s.", ""]
+            lines.append("| – | – | – | no change | |")
+        lines += [
+            "",
+            f"{s['samples']} samples, {s['pairs_analysed']} pairs analysed in full, {s['seconds']:.1f} s.",
+            "",
+        ]
     return "\n".join(lines).encode()
 
 
@@ -197,21 +387,27 @@ def write_html(data: dict[str, Any], out: Path) -> bytes:
         "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
         "table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.4em;text-align:left;vertical-align:top}"
         "td.t{white-space:nowrap;font-variant-numeric:tabular-nums}img{border:1px solid #ccc}.partial{background:#fff6d5;padding:.5em}"
+        "ul{margin:.3em 0;padding-left:1.2em;color:#555}"
         "</style></head><body><h1>Timeline of changes</h1>"
     ]
     if not data["complete"]:
-        parts.append("<p class=partial>Partial report: the run stopped before the end; <code>--resume</code> continues it.</p>")
+        parts.append(
+            "<p class=partial>Partial report: the run stopped before the end; <code>--resume</code> continues it.</p>"
+        )
     for s in data["sources"]:
-        parts.append(f"<h2>{esc(Path(s['source']).name)}</h2><p><small>{esc(s['source'])}</small></p>")
+        parts.append(
+            f"<h2>{esc(Path(s['source']).name)}</h2><p><small>{esc(s.get('path', s['source']))}</small></p>"
+        )
         if s["error"] and not s["events"] and s["complete"]:
             parts.append(f"<p>Skipped: {esc(s['error'])}</p>")
             continue
         if s["error"]:
             parts.append(f"<p class=partial>Stopped early: {esc(s['error'])}</p>")
         parts.extend(f"<p class=partial>Warning: {esc(w)}</p>" for w in s.get("warnings", []))
-        parts.append("<table><tr><th>time</th><th>what changed</th><th>where</th></tr>")
+        parts.append(
+            "<table><tr><th>#</th><th>time</th><th>frames</th><th>what changed</th><th>where</th></tr>"
+        )
         for e in s["events"]:
-            span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}&ndash;{e['end_tc']}"
             cell = ""
             if e["picture"]:
                 thumb_path = out / e["picture"].replace(".jpg", "-thumb.jpg")
@@ -220,10 +416,24 @@ def write_html(data: dict[str, Any], out: Path) -> bytes:
                     cell = f'<a href="{esc(e["picture"])}"><img alt="event {e["id"]}" src="data:image/jpeg;base64,{b64}"></a>'
                 else:
                     cell = f'<a href="{esc(e["picture"])}">frame pair</a>'
-            parts.append(f"<tr><td class=t>{span}</td><td>{esc(e['text'])}</td><td>{cell}</td></tr>")
+            if e.get("clip"):
+                cell += f' <a href="{esc(e["clip"])}">clip</a>'
+            said = _said(e)
+            what = esc(e["text"])
+            if len(said) > 1:
+                items = "".join(f"<li>{esc(x['start_tc'])} {esc(x['text'])}</li>" for x in said)
+                what += f"<ul>{items}</ul>"
+            parts.append(
+                f"<tr><td>{e['id']}</td><td class=t>{esc(_span(e, '–'))}</td>"
+                f"<td class=t>{esc(_frame_span(e, '–'))}</td><td>{what}</td><td>{cell}</td></tr>"
+            )
         if not s["events"]:
-            parts.append("<tr><td class=t>&ndash;</td><td>no change</td><td></td></tr>")
-        parts.append(f"</table><p><small>{s['samples']} samples, {s['pairs_analysed']} pairs analysed in full, {s['seconds']:.1f} s</small></p>")
+            parts.append(
+                "<tr><td></td><td class=t>&ndash;</td><td></td><td>no change</td><td></td></tr>"
+            )
+        parts.append(
+            f"</table><p><small>{s['samples']} samples, {s['pairs_analysed']} pairs analysed in full, {s['seconds']:.1f} s</small></p>"
+        )
     parts.append(f"<p><small>spotdiff {esc(data['tool']['version'])}</small></p></body></html>\n")
     return "".join(parts).encode()
 
@@ -234,13 +444,42 @@ TIMELINE_WRITERS: dict[str, Callable[[dict[str, Any], Path], bytes]] = {
     "csv": write_csv,
     "html": write_html,
 }
+"""Whole-timeline writers: ``timeline.<format>``."""
+
+FORMATS = (*TIMELINE_WRITERS, *SUBTITLE_WRITERS)
 
 
-def write_timeline(out_dir: str | Path, data: dict[str, Any], formats: tuple[str, ...] = ("json", "md", "csv", "html")) -> list[Path]:
-    """(Re)write every timeline file atomically."""
+def subtitle_names(data: dict[str, Any], fmt: str, several: bool | None = None) -> dict[str, str]:
+    """Source name -> subtitle file name: ``timeline.<fmt>`` for a run over one source,
+    ``timeline-<name>-<hash>.<fmt>`` per source when there are several (``several``: whether
+    the run has several sources; a partial report may not list them all yet)."""
+    shown = [s for s in data["sources"] if not (s["error"] and not s["events"] and s["complete"])]
+    if several is None:
+        several = len(data["sources"]) > 1
+    if not several:
+        return {s["source"]: f"timeline.{fmt}" for s in shown}
+    return {s["source"]: f"timeline-{source_stem(s['source'])}.{fmt}" for s in shown}
+
+
+def write_timeline(
+    out_dir: str | Path,
+    data: dict[str, Any],
+    formats: tuple[str, ...] = FORMATS,
+    several: bool | None = None,
+) -> list[Path]:
+    """(Re)write every timeline file atomically; subtitles one file per source (see
+    :func:`subtitle_names`; sources that were skipped, having nothing to show, get none)."""
     out = Path(out_dir)
     written = []
     for fmt in formats:
+        if fmt in SUBTITLE_WRITERS:
+            names = subtitle_names(data, fmt, several)
+            for s in data["sources"]:
+                if s["source"] in names:
+                    path = out / names[s["source"]]
+                    atomic_write_bytes(path, SUBTITLE_WRITERS[fmt](s))
+                    written.append(path)
+            continue
         path = out / f"timeline.{fmt}"
         atomic_write_bytes(path, TIMELINE_WRITERS[fmt](data, out))
         written.append(path)
@@ -260,11 +499,17 @@ def check_out_dir(out_dir: str | Path, resume: bool, overwrite: bool) -> dict[st
             data = json.loads(existing.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError) as exc:
             why = exc.msg if isinstance(exc, json.JSONDecodeError) else "not UTF-8 text"
-            raise OutputError(f"--resume: {existing} is not valid JSON ({why}); start again with --overwrite") from exc
-        if not isinstance(data, dict) or data.get("schema") != SCHEMA:
+            raise OutputError(
+                f"--resume: {existing} is not valid JSON ({why}); start again with --overwrite"
+            ) from exc
+        if not isinstance(data, dict) or data.get("schema") not in READABLE_SCHEMAS:
             schema = data.get("schema") if isinstance(data, dict) else type(data).__name__
-            raise OutputError(f"--resume: {existing} is not a spotdiff timeline ({schema!r}); start again with --overwrite")
+            raise OutputError(
+                f"--resume: {existing} is not a spotdiff timeline ({schema!r}); start again with --overwrite"
+            )
         return data
     if existing.exists() and not overwrite:
-        raise OutputError(f"{existing} already exists; use --resume to continue it, --overwrite to start again, or another --out")
+        raise OutputError(
+            f"{existing} already exists; use --resume to continue it, --overwrite to start again, or another --out"
+        )
     return None

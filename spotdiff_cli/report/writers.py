@@ -12,15 +12,16 @@ import csv
 import html
 import io
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import cv2
 import numpy as np
 
+from ..atomic import atomic_write_bytes, folder_lock, write_new_folder
 from ..errors import OutputError
 from ..types import Report
-from ..atomic import atomic_write_bytes, folder_lock, write_new_folder
 from .compose import report_to_dict
 from .draw import annotated_image, mask_image
 
@@ -33,7 +34,9 @@ def _png(image: np.ndarray) -> bytes:
 
 
 def _jpeg(image: np.ndarray, quality: int = 88) -> bytes:
-    ok, buf = cv2.imencode(".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality])
+    ok, buf = cv2.imencode(
+        ".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality]
+    )
     if not ok:
         raise OutputError("could not encode a JPEG image")
     return buf.tobytes()
@@ -44,7 +47,10 @@ def sentences_text(data: dict[str, Any]) -> list[str]:
 
 
 def write_txt(data: dict[str, Any], report: Report) -> bytes:
-    lines = [f"{data['inputs']['before']['path']} -> {data['inputs']['after']['path']}", *sentences_text(data)]
+    lines = [
+        f"{data['inputs']['before']['path']} -> {data['inputs']['after']['path']}",
+        *sentences_text(data),
+    ]
     lines += [f"note: {n}" for n in data["notes"]]
     return ("\n".join(lines) + "\n").encode()
 
@@ -69,15 +75,21 @@ def write_md(data: dict[str, Any], report: Report) -> bytes:
         "|---|---|---|---|",
     ]
     for c in data["clusters"]:
-        out.append(f"| {c['sentence'] or '–'} | {tuple(c['bbox'])} | {c['n_active']} | {c['salience']:.4f} |")
+        out.append(
+            f"| {c['sentence'] or '–'} | {tuple(c['bbox'])} | {c['n_active']} | {c['salience']:.4f} |"
+        )
     out += [
         "",
         f"Camera shift found: dx={al['dx']}, dy={al['dy']} px ({al['method']}). "
         f"Changed area: {100 * data['change']['changed_fraction']:.2f} % of the frame"
         + (" (after correcting a lighting change)." if data["change"]["lighting_changed"] else "."),
     ]
-    out += [f"", *[f"> note: {n}" for n in data["notes"]]] if data["notes"] else []
-    out += ["", f"Model `{data['model']}`, spotdiff {data['tool']['version']}. Mask: ![mask](mask.png)", ""]
+    out += ["", *[f"> note: {n}" for n in data["notes"]]] if data["notes"] else []
+    out += [
+        "",
+        f"Model `{data['model']}`, spotdiff {data['tool']['version']}. Mask: ![mask](mask.png)",
+        "",
+    ]
     return "\n".join(out).encode()
 
 
@@ -88,8 +100,16 @@ def write_csv(data: dict[str, Any], report: Report) -> bytes:
     boxes = {c["id"]: c["bbox"] for c in data["clusters"]}
     for s in data["sentences"]:
         ids = s["cluster_ids"]
-        writer.writerow([s["number"], s["text"], s["kind"], s["confidence"], " ".join(map(str, ids)),
-                         " ".join("x".join(map(str, boxes[i])) for i in ids if i in boxes)])
+        writer.writerow(
+            [
+                s["number"],
+                s["text"],
+                s["kind"],
+                s["confidence"],
+                " ".join(map(str, ids)),
+                " ".join("x".join(map(str, boxes[i])) for i in ids if i in boxes),
+            ]
+        )
     return buf.getvalue().encode()
 
 
@@ -98,11 +118,14 @@ def write_html(data: dict[str, Any], report: Report) -> bytes:
     esc = html.escape
     picture = base64.b64encode(_jpeg(annotated_image(report))).decode()
     mask = base64.b64encode(_png(mask_image(report))).decode()
-    items = "\n".join(f"<li>{esc(s['text'])} <span class=k>{esc(s['kind'])}</span></li>" for s in data["sentences"])
+    items = "\n".join(
+        f"<li>{esc(s['text'])} <span class=k>{esc(s['kind'])}</span></li>"
+        for s in data["sentences"]
+    )
     notes = "".join(f"<p class=note>{esc(n)}</p>" for n in data["notes"])
     al = data["alignment"]
     return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>spotdiff: {esc(Path(data['inputs']['after']['path']).name)}</title>
+<html lang="en"><head><meta charset="utf-8"><title>spotdiff: {esc(Path(data["inputs"]["after"]["path"]).name)}</title>
 <style>
 body{{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}}
 img{{max-width:100%;border:1px solid #ccc}} ol{{font-size:1.2em;line-height:1.6}}
@@ -110,7 +133,7 @@ img{{max-width:100%;border:1px solid #ccc}} ol{{font-size:1.2em;line-height:1.6}
 .note{{background:#fff6d5;padding:.5em}} small{{color:#666}} details{{margin-top:1em}}
 </style></head><body>
 <h1>What changed</h1>
-<p><small>before <code>{esc(data['inputs']['before']['path'])}</code> &rarr; after <code>{esc(data['inputs']['after']['path'])}</code></small></p>
+<p><small>before <code>{esc(data["inputs"]["before"]["path"])}</code> &rarr; after <code>{esc(data["inputs"]["after"]["path"])}</code></small></p>
 <ol>
 {items}
 </ol>
@@ -118,8 +141,8 @@ img{{max-width:100%;border:1px solid #ccc}} ol{{font-size:1.2em;line-height:1.6}
 <img alt="before and after with numbered boxes" src="data:image/jpeg;base64,{picture}">
 <details><summary>Change mask and measurements</summary>
 <img alt="change mask" src="data:image/png;base64,{mask}">
-<p>Camera shift dx={al['dx']}, dy={al['dy']} px ({esc(al['method'])}); changed area {100 * data['change']['changed_fraction']:.2f} %;
-lighting changed: {data['change']['lighting_changed']}; model <code>{esc(data['model'])}</code>, spotdiff {esc(data['tool']['version'])}.</p>
+<p>Camera shift dx={al["dx"]}, dy={al["dy"]} px ({esc(al["method"])}); changed area {100 * data["change"]["changed_fraction"]:.2f} %;
+lighting changed: {data["change"]["lighting_changed"]}; model <code>{esc(data["model"])}</code>, spotdiff {esc(data["tool"]["version"])}.</p>
 </details>
 </body></html>
 """.encode()
@@ -134,11 +157,17 @@ WRITERS: dict[str, Callable[[dict[str, Any], Report], bytes]] = {
 }
 
 # Files a caption report folder holds; used to refuse silent overwrites.
-PICTURES = {"annotated.png": lambda r: _png(annotated_image(r)), "mask.png": lambda r: _png(mask_image(r))}
+PICTURES = {
+    "annotated.png": lambda r: _png(annotated_image(r)),
+    "mask.png": lambda r: _png(mask_image(r)),
+}
 
 
 def write_report(
-    report: Report, out_dir: str | Path, formats: tuple[str, ...] = ("json", "md", "html"), overwrite: bool = False
+    report: Report,
+    out_dir: str | Path,
+    formats: tuple[str, ...] = ("json", "md", "html"),
+    overwrite: bool = False,
 ) -> list[Path]:
     """Write ``report.<fmt>`` for each format plus annotated.png and mask.png into ``out_dir``.
 
@@ -162,7 +191,9 @@ def write_report(
         with folder_lock(out):
             existing = [name for name in files if (out / name).exists()]
             if existing and not overwrite:
-                raise OutputError(f"{out / existing[0]} already exists; choose another --out folder or pass --overwrite")
+                raise OutputError(
+                    f"{out / existing[0]} already exists; choose another --out folder or pass --overwrite"
+                )
             for name, payload in files.items():
                 atomic_write_bytes(out / name, payload)
     return [out / name for name in files]

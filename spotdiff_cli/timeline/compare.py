@@ -53,7 +53,12 @@ def relative_to_watched(analysis: AnalysisConfig, watch: np.ndarray) -> Analysis
     )
 
 
-def changed_share(before_thumb: np.ndarray, after_thumb: np.ndarray, watch_thumb: np.ndarray | None, analysis: AnalysisConfig) -> float:
+def changed_share(
+    before_thumb: np.ndarray,
+    after_thumb: np.ndarray,
+    watch_thumb: np.ndarray | None,
+    analysis: AnalysisConfig,
+) -> float:
     """Share of (watched) thumbnail pixels whose blurred RGB distance exceeds delta.
 
     Raw, without the lighting correction: the correction only ever explains differences away,

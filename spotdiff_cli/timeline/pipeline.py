@@ -27,10 +27,18 @@ from ..captioners.base import Hint
 from ..config import AnalysisConfig, Settings, VideoConfig
 from ..describer import PairDescriber
 from ..errors import SpotdiffError, UsageError
-from ..frames.sources import TIME_EPS, open_source
+from ..frames.base import TIME_EPS
+from ..frames.sources import open_source
 from ..frames.timecode import format_timecode, parse_every, parse_time
 from ..types import Analysis, BBox, Detection, Event, Frame, Report
-from .compare import Comparator, changed_share, relative_to_watched, resize_like, thumbnail, watched_box
+from .compare import (
+    Comparator,
+    changed_share,
+    relative_to_watched,
+    resize_like,
+    thumbnail,
+    watched_box,
+)
 from .events import EventBuilder
 from .regions import parse_roi, watch_mask
 
@@ -138,8 +146,14 @@ def _hints_from(report: Report) -> tuple[Hint, ...]:
             continue
         for cid in sentence.cluster_ids:
             if cid in by_id:
-                hints.append(Hint(by_id[cid], noun, str(sentence.details.get("recognised_by", "")),
-                                  float(sentence.details.get("recognition_confidence", 0.0))))
+                hints.append(
+                    Hint(
+                        by_id[cid],
+                        noun,
+                        str(sentence.details.get("recognised_by", "")),
+                        float(sentence.details.get("recognition_confidence", 0.0)),
+                    )
+                )
     return tuple(hints)
 
 
@@ -152,7 +166,12 @@ def _sentence_box(report: Report, cluster_ids: tuple[int, ...], scale: float) ->
     x1 = max(b[0] + b[2] for b in boxes)
     y1 = max(b[1] + b[3] for b in boxes)
     s = report.analysis.scale * scale
-    return (int(round(x0 * s)), int(round(y0 * s)), int(round((x1 - x0) * s)), int(round((y1 - y0) * s)))
+    return (
+        int(round(x0 * s)),
+        int(round(y0 * s)),
+        int(round((x1 - x0) * s)),
+        int(round((y1 - y0) * s)),
+    )
 
 
 @dataclass
@@ -171,8 +190,16 @@ class _Looker:
     threshold) and analyse the pairs that pass it. Runs on its own thread, a few samples ahead
     of the captions."""
 
-    def __init__(self, video: VideoConfig, analysis: AnalysisConfig, watch: np.ndarray | None, reference: np.ndarray | None,
-                 describer: PairDescriber, warnings: list[str], resume_at: Checkpoint | None) -> None:
+    def __init__(
+        self,
+        video: VideoConfig,
+        analysis: AnalysisConfig,
+        watch: np.ndarray | None,
+        reference: np.ndarray | None,
+        describer: PairDescriber,
+        warnings: list[str],
+        resume_at: Checkpoint | None,
+    ) -> None:
         self.video, self.analysis, self.watch, self.describer = video, analysis, watch, describer
         self.warnings, self.resume_at = warnings, resume_at
         self.comparator = Comparator(video, None)
@@ -183,7 +210,9 @@ class _Looker:
         watch_work = watch_thumb = None
         crop = (slice(None), slice(None))  # the watched area's bounding box, work pixels
         previous_thumb: np.ndarray | None = None
-        size: tuple[int, int] | None = None  # (h, w) of the first frame: every frame is brought to it
+        size: tuple[int, int] | None = (
+            None  # (h, w) of the first frame: every frame is brought to it
+        )
         for frame in frames:
             timestamp = frame.timestamp or 0.0
             pixels = frame.pixels
@@ -193,7 +222,8 @@ class _Looker:
                 if not any("like the first frame" in w for w in self.warnings):
                     self.warnings.append(
                         f"{_where(frame)} is {pixels.shape[1]}x{pixels.shape[0]}, not {size[1]}x{size[0]} like the "
-                        "first frame: frames of another size are resized to the first one's")
+                        "first frame: frames of another size are resized to the first one's"
+                    )
                 pixels = cv2.resize(pixels, (size[1], size[0]), interpolation=cv2.INTER_AREA)
             pixels, _ = resize_for_analysis(pixels, analysis.work_size)
             # Frames are never changed once decoded; saying so lets the analysis reuse this
@@ -202,7 +232,9 @@ class _Looker:
             if self.watch is not None and watch_work is None:
                 watch_work = resize_like(self.watch.astype(np.uint8), pixels) > 0
                 crop = watched_box(watch_work)
-                watch_thumb = resize_like(watch_work[crop].astype(np.uint8), thumbnail(pixels[crop])) > 0
+                watch_thumb = (
+                    resize_like(watch_work[crop].astype(np.uint8), thumbnail(pixels[crop])) > 0
+                )
                 analysis = relative_to_watched(analysis, watch_work)
             if self.reference is not None and self.comparator.reference is None:
                 self.comparator.reference = resize_like(self.reference, pixels)
@@ -212,9 +244,15 @@ class _Looker:
             continues = base is not None and video.compare == "previous"
             result = None
             if base is not None and not replaying:
-                base_thumb = previous_thumb if video.compare == "previous" and previous_thumb is not None else thumbnail(base[crop])
+                base_thumb = (
+                    previous_thumb
+                    if video.compare == "previous" and previous_thumb is not None
+                    else thumbnail(base[crop])
+                )
                 if changed_share(base_thumb, thumb, watch_thumb, analysis) >= video.lower:
-                    result = self.describer.analyse(base, pixels, watch=watch_work, analysis=analysis)
+                    result = self.describer.analyse(
+                        base, pixels, watch=watch_work, analysis=analysis
+                    )
                 else:
                     continues = False  # the next pair's before frame is not this pair's after frame
             self.comparator.push(pixels)
@@ -251,21 +289,33 @@ def describe_source(
     result = _continued(previous, name)
     started = time.perf_counter()
     seconds_before = result.seconds
-    source = open_source(spec, backend=video.backend, sort=video.sort, fps=video.fps)
+    source = open_source(
+        spec,
+        backend=video.backend,
+        sort=video.sort,
+        fps=video.fps,
+        time_pattern=video.time_pattern,
+    )
     try:
         info = source.info
         result.info = dataclasses.asdict(info)
         _check_start(source, video.start, name)
-        work_pixels_scale = max(info.width, info.height) / analysis.work_size if analysis.work_size and max(info.width, info.height) > analysis.work_size else 1.0
+        work_pixels_scale = (
+            max(info.width, info.height) / analysis.work_size
+            if analysis.work_size and max(info.width, info.height) > analysis.work_size
+            else 1.0
+        )
         watch = watch_mask(info.width, info.height, tuple(video.roi), video.mask)
         reference = None
         if video.compare == "reference":
             from ..frames import load_image
 
             reference = load_image(video.reference)
-        history: deque[float] = deque(maxlen=video.background_samples if video.compare == "background" else 1)
+        history: deque[float] = deque(
+            maxlen=video.background_samples if video.compare == "background" else 1
+        )
         first_id = resume_at.events + 1 if resume_at else 1
-        builder = EventBuilder(name, info.width, info.height, video.merge_distance, video.merge_gap, first_id)
+        builder = EventBuilder.for_source(name, source, video, first_id)
         start = _restart_time(resume_at.replay_from, video) if resume_at else video.start
         frames = source.sample(video.every, start, video.end, max_side=analysis.work_size)
         reports: dict[float, Report] = {}
@@ -289,12 +339,24 @@ def describe_source(
                         report = describer.caption(sample.analysis, hints=hints)
                         hints = _hints_from(report)
                         result.analysed += 1
-                        before_time = result.processed_until if result.processed_until is not None else timestamp
+                        before_time = (
+                            result.processed_until
+                            if result.processed_until is not None
+                            else timestamp
+                        )
                         for sentence in report.sentences:
                             if sentence.kind == "no_change":
                                 continue
                             box = _sentence_box(report, sentence.cluster_ids, work_pixels_scale)
-                            detections.append(Detection(timestamp, before_time, sentence, box, str(sentence.details.get("noun", ""))))
+                            detections.append(
+                                Detection(
+                                    timestamp,
+                                    before_time,
+                                    sentence,
+                                    box,
+                                    str(sentence.details.get("noun", "")),
+                                )
+                            )
                         if detections:
                             reports[timestamp] = report
                     history.append(timestamp)
@@ -303,13 +365,19 @@ def describe_source(
                         continue  # already counted by the run being resumed
                     index += 1
                     result.samples += 1
-                    for event in builder.add(index, detections):
+                    for event in builder.add(index, detections, time=timestamp):
                         result.events.append(_with_picture(event, reports, on_event))
                     live = {d.time for o in builder.open for d in o.detections[:1]}
                     for t in [t for t in reports if t not in live]:
                         del reports[t]
                     if not builder.open:
-                        result.checkpoint = Checkpoint(timestamp, history[0], len(result.events), result.samples, result.analysed)
+                        result.checkpoint = Checkpoint(
+                            timestamp,
+                            history[0],
+                            len(result.events),
+                            result.samples,
+                            result.analysed,
+                        )
                     if len(source.stats.skipped) > seen_skips:
                         result.warnings.extend(source.stats.skipped[seen_skips:])
                         seen_skips = len(source.stats.skipped)
@@ -383,7 +451,14 @@ def _restart_time(replay_from: float, video: VideoConfig) -> float:
     return origin + k * spec.seconds
 
 
-def _publish(result: SourceResult, builder: EventBuilder, source: Any, started: float, before: float, on_update: UpdateFn) -> None:
+def _publish(
+    result: SourceResult,
+    builder: EventBuilder,
+    source: Any,
+    started: float,
+    before: float,
+    on_update: UpdateFn,
+) -> None:
     result.pending = builder.pending()
     result.decoded = source.stats.decoded
     result.seconds = before + time.perf_counter() - started
@@ -391,7 +466,15 @@ def _publish(result: SourceResult, builder: EventBuilder, source: Any, started: 
 
 
 def _where(frame: Frame) -> str:
-    if frame.index is not None and Path(frame.source).suffix.lower() not in (".png", ".jpg", ".jpeg", ".bmp", ".tif", ".tiff", ".webp"):
+    if frame.index is not None and Path(frame.source).suffix.lower() not in (
+        ".png",
+        ".jpg",
+        ".jpeg",
+        ".bmp",
+        ".tif",
+        ".tiff",
+        ".webp",
+    ):
         return f"frame {frame.index} ({format_timecode(frame.timestamp or 0.0)})"
     return Path(frame.source).name
 
@@ -403,10 +486,14 @@ def _check_start(source: Any, start: str | None, name: str) -> None:
         return
     seconds = source._position(parse_time(start, what="--start"), "--start")
     if seconds >= duration - TIME_EPS:
-        raise UsageError(f"{name}: --start {start} is past the end ({format_timecode(duration)}); give an earlier --start")
+        raise UsageError(
+            f"{name}: --start {start} is past the end ({format_timecode(duration)}); give an earlier --start"
+        )
 
 
-def _check_end(result: SourceResult, duration: float | None, video: VideoConfig, source: Any) -> None:
+def _check_end(
+    result: SourceResult, duration: float | None, video: VideoConfig, source: Any
+) -> None:
     """A source that stops well before the duration its header states was cut short (a
     truncated download, a recording that crashed): say when it ended instead of calling the
     run complete as if nothing were missing."""
@@ -424,7 +511,8 @@ def _check_end(result: SourceResult, duration: float | None, video: VideoConfig,
         result.ended_early_at = result.processed_until
         result.warnings.append(
             f"{result.source} ended at {format_timecode(result.processed_until)}, but its header says "
-            f"{format_timecode(duration)}: the file looks truncated; nothing after that point was seen")
+            f"{format_timecode(duration)}: the file looks truncated; nothing after that point was seen"
+        )
 
 
 def _with_picture(event: Event, reports: dict[float, Report], on_event: EventFn | None) -> Event:
@@ -452,7 +540,9 @@ def describe_sources(
     resume = resume or {}
     todo = [s for s in specs if str(s) not in resume or not resume[str(s)].complete]
     if settings.video.jobs > 1 and len(todo) > 1:
-        finished = {r.source: r for r in _describe_parallel(todo, settings, on_event, on_error, resume)}
+        finished = {
+            r.source: r for r in _describe_parallel(todo, settings, on_event, on_error, resume)
+        }
     else:
         finished = {}
         analysis = dataclasses.replace(settings.analysis, scene_fraction=settings.video.upper)
@@ -464,8 +554,12 @@ def describe_sources(
                     spec,
                     settings,
                     describer=describer,
-                    on_progress=(lambda pos, dur, n, _name=name: on_progress(_name, pos, dur, n)) if on_progress else None,
-                    on_event=(lambda event, report, _name=name: on_event(_name, event, report)) if on_event else None,
+                    on_progress=(lambda pos, dur, n, _name=name: on_progress(_name, pos, dur, n))
+                    if on_progress
+                    else None,
+                    on_event=(lambda event, report, _name=name: on_event(_name, event, report))
+                    if on_event
+                    else None,
                     on_update=on_update,
                     previous=resume.get(name),
                 )
@@ -491,7 +585,9 @@ def check_syntax(video: VideoConfig) -> None:
         parse_roi(box)
 
 
-def _worker(spec: Any, settings: Settings, on_event: Any, previous: SourceResult | None) -> SourceResult:
+def _worker(
+    spec: Any, settings: Settings, on_event: Any, previous: SourceResult | None
+) -> SourceResult:
     name = str(spec)
     try:
         return describe_source(
@@ -510,7 +606,9 @@ def _describe_parallel(specs, settings, on_event, on_error, resume) -> list[Sour
     from concurrent.futures import ProcessPoolExecutor
 
     with ProcessPoolExecutor(max_workers=settings.video.jobs) as pool:
-        futures = [pool.submit(_worker, spec, settings, on_event, resume.get(str(spec))) for spec in specs]
+        futures = [
+            pool.submit(_worker, spec, settings, on_event, resume.get(str(spec))) for spec in specs
+        ]
         results = [f.result() for f in futures]
     for result in results:
         if result.error and on_error:

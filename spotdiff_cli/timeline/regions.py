@@ -14,7 +14,7 @@ _ROI = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*$")
 
 
 def parse_roi(text: str) -> tuple[int, int, int, int]:
-    """"631,532,210,127" -> (x, y, w, h); one-line UsageError otherwise."""
+    """ "631,532,210,127" -> (x, y, w, h); one-line UsageError otherwise."""
     match = _ROI.match(text)
     if not match:
         raise UsageError(f"--roi {text!r} is not x,y,w,h in pixels, e.g. --roi 631,532,210,127")
@@ -24,7 +24,9 @@ def parse_roi(text: str) -> tuple[int, int, int, int]:
     return x, y, w, h
 
 
-def watch_mask(width: int, height: int, rois: tuple[str, ...] = (), mask_path: str | None = None) -> np.ndarray | None:
+def watch_mask(
+    width: int, height: int, rois: tuple[str, ...] = (), mask_path: str | None = None
+) -> np.ndarray | None:
     """(H, W) bool, True where changes count; None when the whole frame is watched.
 
     Boxes are unioned; a mask image (white = watch, black = ignore, resized to the frame) is
@@ -47,6 +49,8 @@ def watch_mask(width: int, height: int, rois: tuple[str, ...] = (), mask_path: s
         grey = cv2.resize(grey, (width, height), interpolation=cv2.INTER_NEAREST)
         from_mask = grey > 127
         if not from_mask.any():
-            raise UsageError(f"--mask {mask_path} is black everywhere: white marks the area to watch")
+            raise UsageError(
+                f"--mask {mask_path} is black everywhere: white marks the area to watch"
+            )
         watch = from_mask if watch is None else watch & from_mask
     return watch

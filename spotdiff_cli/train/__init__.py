@@ -1,7 +1,7 @@
 """Training the learned captioners: recipes, batches, the loop (readable top to bottom) and
 distributed launch helpers. ``from spotdiff_cli.train import train, TrainConfig``."""
 
-from .recipes import TrainConfig, load_recipe, default_recipe_path
+from .recipes import TrainConfig, default_recipe_path, load_recipe
 
 __all__ = ["TrainConfig", "load_recipe", "default_recipe_path", "train"]
 

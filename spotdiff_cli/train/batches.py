@@ -16,9 +16,10 @@ live in ``captioners/features.py``, so a model sees at inference what it saw in 
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -39,7 +40,6 @@ from ..captioners.vocab import Vocabulary, tokenize
 from ..errors import DataError
 from ..geometry import box_iou
 
-
 # A cluster is the gold cluster of a sentence when its box overlaps the change's box this much
 # (IoU with the before box, the after box or their union). Lower than the 0.3 of alignment
 # precision (evaluate/protocols.py): here we want *the best* cluster, and a moved object's cluster
@@ -54,7 +54,9 @@ def _keep_clusters(salience: np.ndarray, max_clusters: int) -> np.ndarray:
     return order[:max_clusters] if max_clusters > 0 else order
 
 
-def gold_clusters(changes: Sequence[dict[str, Any]], boxes: np.ndarray, n_sentences: int) -> tuple[int, ...]:
+def gold_clusters(
+    changes: Sequence[dict[str, Any]], boxes: np.ndarray, n_sentences: int
+) -> tuple[int, ...]:
     """Sentence i describes change i (the synthetic benchmark's rule); its gold cluster is the one
     whose box (image pixels, (K, 4) x, y, w, h) best overlaps the change's before box, after box or
     their union; -1 when none overlaps by ``GOLD_IOU``."""
@@ -101,19 +103,30 @@ class TrainingData:
         return tuple(int(x) for x in self.pairs[0].before.shape)  # type: ignore[return-value]
 
     def batch(self, examples: Sequence[tuple[int, int | None]]) -> Batch:
-        return collate([(self.pairs[p], a) for p, a in examples], self.vocab, self.max_len, self.max_description_len)
+        return collate(
+            [(self.pairs[p], a) for p, a in examples],
+            self.vocab,
+            self.max_len,
+            self.max_description_len,
+        )
 
     def example_batches(self, order: Sequence[int], batch_size: int) -> Iterable[Batch]:
         """Batches of training examples in ``order`` (indices into ``examples``)."""
         for start in range(0, len(order), batch_size):
             yield self.batch([self.examples[i] for i in order[start : start + batch_size]])
 
-    def pair_batches(self, batch_size: int, limit: int = 0, with_text: bool = True) -> Iterable[Batch]:
+    def pair_batches(
+        self, batch_size: int, limit: int = 0, with_text: bool = True
+    ) -> Iterable[Batch]:
         """Batches of whole pairs (first annotation as gold text): for validation and scoring."""
         n = min(len(self.pairs), limit) if limit else len(self.pairs)
         for start in range(0, n, batch_size):
-            yield self.batch([(i, 0 if with_text and self.pairs[i].annotations else None)
-                              for i in range(start, min(n, start + batch_size))])
+            yield self.batch(
+                [
+                    (i, 0 if with_text and self.pairs[i].annotations else None)
+                    for i in range(start, min(n, start + batch_size))
+                ]
+            )
 
 
 def training_sentences(root: str | Path, split: str = "train", format: str = "auto") -> list[str]:
@@ -124,9 +137,17 @@ def training_sentences(root: str | Path, split: str = "train", format: str = "au
     return [s for p in data.pairs for s in p.sentences if s.strip()]
 
 
-def load_training_data(root: str | Path, split: str, vocab: Vocabulary, backbone: str = "efficientnet_lite0",
-                       format: str = "auto", max_clusters: int = 10, max_len: int = 25,
-                       max_description_len: int = 80, images: Any = None) -> TrainingData:
+def load_training_data(
+    root: str | Path,
+    split: str,
+    vocab: Vocabulary,
+    backbone: str = "efficientnet_lite0",
+    format: str = "auto",
+    max_clusters: int = 10,
+    max_len: int = 25,
+    max_description_len: int = 80,
+    images: Any = None,
+) -> TrainingData:
     """Read ``split`` of the dataset at ``root`` with its preprocessing cache into memory.
 
     Needs ``spotdiff data prepare ROOT --backbone BACKBONE`` to have run (the error says so).
@@ -147,8 +168,10 @@ def load_training_data(root: str | Path, split: str, vocab: Vocabulary, backbone
         row = {str(i): n for n, i in enumerate(grids["ids"].tolist())}
         missing = [p.id for p in data.pairs if p.id not in row]
         if missing:
-            raise DataError(f"{root}: {len(missing)} {split} pair(s) lack cached {backbone} features (e.g. {missing[0]}); "
-                            f"run `spotdiff data prepare {root} --backbone {backbone}`")
+            raise DataError(
+                f"{root}: {len(missing)} {split} pair(s) lack cached {backbone} features (e.g. {missing[0]}); "
+                f"run `spotdiff data prepare {root} --backbone {backbone}`"
+            )
         _, gh, gw = grids["before"].shape[1:]
     pairs: list[PairInputs] = []
     examples: list[tuple[int, int]] = []
@@ -161,20 +184,35 @@ def load_training_data(root: str | Path, split: str, vocab: Vocabulary, backbone
         height, width = labels.shape
         boxes = entry["bboxes"][keep].astype(np.float32) * float(entry["scale"])
         n = len(pair.annotations)
-        gold = tuple(gold_clusters(pair.gold, boxes, len(a)) for a in pair.annotations) if pair.gold else ()
+        gold = (
+            tuple(gold_clusters(pair.gold, boxes, len(a)) for a in pair.annotations)
+            if pair.gold
+            else ()
+        )
         # Sentences of the gold file are indexed over non-empty sentences of each annotation; the
         # synthetic benchmark writes no empty ones, so file order and sentence order agree.
         index = len(pairs)
         if images is not None:
-            before, after = (_resized_image(p, images.input_size) for p in (pair.before, pair.after))
+            before, after = (
+                _resized_image(p, images.input_size) for p in (pair.before, pair.after)
+            )
         else:
             before, after = grids["before"][row[pair.id]], grids["after"][row[pair.id]]
-        pairs.append(PairInputs(
-            id=pair.id, before=before, after=after,
-            masks=project_masks(masks, (gh, gw)), feats=normalise_prior_features(entry["features"][keep], height, width),
-            cluster_ids=tuple(int(i) for i in ids), annotations=pair.annotations, gold=gold,
-        ))
-        examples.extend((index, a) for a in range(n) if any(tokenize(s) for s in pair.annotations[a]))
+        pairs.append(
+            PairInputs(
+                id=pair.id,
+                before=before,
+                after=after,
+                masks=project_masks(masks, (gh, gw)),
+                feats=normalise_prior_features(entry["features"][keep], height, width),
+                cluster_ids=tuple(int(i) for i in ids),
+                annotations=pair.annotations,
+                gold=gold,
+            )
+        )
+        examples.extend(
+            (index, a) for a in range(n) if any(tokenize(s) for s in pair.annotations[a])
+        )
     if not examples:
         raise DataError(f"{root}: split '{split}' has no non-empty reference sentences to train on")
     grid_shape = (int(images.channels), int(gh), int(gw)) if images is not None else None
@@ -189,6 +227,16 @@ def _resized_image(path: Any, size: tuple[int, int]) -> np.ndarray:
 
 
 __all__ = [
-    "GOLD_IOU", "PairInputs", "TrainingData", "backbone_grids", "batch_from_analysis", "collate", "get_backbone",
-    "gold_clusters", "load_training_data", "move_batch", "training_sentences", "with_grids",
+    "GOLD_IOU",
+    "PairInputs",
+    "TrainingData",
+    "backbone_grids",
+    "batch_from_analysis",
+    "collate",
+    "get_backbone",
+    "gold_clusters",
+    "load_training_data",
+    "move_batch",
+    "training_sentences",
+    "with_grids",
 ]

@@ -27,19 +27,20 @@ import math
 import os
 import random
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import numpy as np
 import torch
 
+from ..atomic import atomic_write_text
 from ..captioners.checkpoint import build_captioner, read_checkpoint, save_checkpoint
 from ..captioners.features import Batch, move_batch, with_grids
 from ..captioners.registry import create_model
 from ..captioners.vocab import Vocabulary
 from ..errors import OutputError, UsageError
-from ..atomic import atomic_write_text
 from . import distributed as dist
 from .batches import TrainingData, load_training_data, training_sentences
 from .recipes import DEFAULT_DATASET, TrainConfig
@@ -100,7 +101,9 @@ class Run:
     val_data: TrainingData
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
-    params: list[torch.nn.Parameter]  # what gradient clipping covers (the backbone's too when fine-tuning)
+    params: list[
+        torch.nn.Parameter
+    ]  # what gradient clipping covers (the backbone's too when fine-tuning)
     loss_module: torch.nn.Module  # LossForward, DDP-wrapped under torchrun
     use_amp: bool
     amp_dtype: torch.dtype
@@ -131,15 +134,22 @@ class Interval:
         self.samples += samples
 
 
-def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool = False,
-          progress: Progress | None = None, log: Log | None = None) -> TrainResult:
+def train(
+    config: TrainConfig,
+    out_dir: str | Path | None = None,
+    resume: bool = False,
+    progress: Progress | None = None,
+    log: Log | None = None,
+) -> TrainResult:
     """Train ``config.model`` as ``config`` says; files go to ``out_dir`` (see ``prepare_out_dir``)."""
     say = log or (lambda line: None)
     started = time.perf_counter()
     info, device = start_processes(config, say)  # 0
     notes: list[str] = []  # 1
     root = dataset_root(config, info, say, notes)
-    out = prepare_out_dir(out_dir, resume, config, root) if info.is_main else Path(str(out_dir or ""))
+    out = (
+        prepare_out_dir(out_dir, resume, config, root) if info.is_main else Path(str(out_dir or ""))
+    )
     out = Path(dist.broadcast_object(str(out), info))
     checkpoint = resume_checkpoint(out / "last.pt", config) if resume else None
     vocab = run_vocabulary(checkpoint, root, config, say)
@@ -158,7 +168,9 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool =
     samples_done, interval = 0, Interval()
     try:
         while state.epoch < config.epochs and not stopped_early:
-            order = np.random.default_rng([config.seed, state.epoch]).permutation(len(train_data.examples))
+            order = np.random.default_rng([config.seed, state.epoch]).permutation(
+                len(train_data.examples)
+            )
             model.train()
             for batch_index in range(state.batch_in_epoch, run.steps_per_epoch):
                 n_global, batch = get_batch(run, order, batch_index)
@@ -170,7 +182,11 @@ def train(config: TrainConfig, out_dir: str | Path | None = None, resume: bool =
                 samples_done += n_global
                 interval.add(out_loss, n_global)
                 if progress and info.is_main:
-                    progress(f"epoch {state.epoch + 1}/{config.epochs}", batch_index + 1, run.steps_per_epoch)
+                    progress(
+                        f"epoch {state.epoch + 1}/{config.epochs}",
+                        batch_index + 1,
+                        run.steps_per_epoch,
+                    )
                 if state.step % config.log_every == 0:
                     interval = log_interval(run, state, interval, lr)
             state.epoch, state.batch_in_epoch = state.epoch + 1, 0
@@ -207,7 +223,9 @@ def start_processes(config: TrainConfig, say: Log) -> tuple[dist.DistInfo, str]:
     if info.enabled:
         say(f"distributed: rank {info.rank} of {info.world_size} ({info.backend}) on {device}")
     if config.batch_size % info.world_size:
-        raise UsageError(f"--batch-size {config.batch_size} must be a multiple of the {info.world_size} processes")
+        raise UsageError(
+            f"--batch-size {config.batch_size} must be a multiple of the {info.world_size} processes"
+        )
     return info, device
 
 
@@ -215,20 +233,28 @@ def resume_checkpoint(path: Path, config: TrainConfig) -> dict[str, Any]:
     """1. The last.pt to continue, checked against the recipe: same model, same fine-tuning."""
     checkpoint = read_checkpoint(path)
     if checkpoint["model"] != config.model:
-        raise UsageError(f"{path} is a '{checkpoint['model']}' run, not '{config.model}'; "
-                         f"resume it with --model {checkpoint['model']}")
+        raise UsageError(
+            f"{path} is a '{checkpoint['model']}' run, not '{config.model}'; "
+            f"resume it with --model {checkpoint['model']}"
+        )
     if ("backbone_state_dict" in checkpoint) != config.finetune_backbone:
-        raise UsageError(f"{path} was trained with finetune_backbone: "
-                         f"{str(not config.finetune_backbone).lower()}; resume it with the same setting")
+        raise UsageError(
+            f"{path} was trained with finetune_backbone: "
+            f"{str(not config.finetune_backbone).lower()}; resume it with the same setting"
+        )
     return checkpoint
 
 
-def run_vocabulary(checkpoint: dict[str, Any] | None, root: Path, config: TrainConfig, say: Log) -> Vocabulary:
+def run_vocabulary(
+    checkpoint: dict[str, Any] | None, root: Path, config: TrainConfig, say: Log
+) -> Vocabulary:
     """1. The checkpoint's vocabulary when resuming, else one built from the training split."""
     if checkpoint is not None:
         vocab = Vocabulary.from_dict(checkpoint["vocab"])
     else:
-        vocab = Vocabulary.build(training_sentences(root, config.train_split, config.format), config.min_count)
+        vocab = Vocabulary.build(
+            training_sentences(root, config.train_split, config.format), config.min_count
+        )
     say(f"data: {root} | vocabulary {len(vocab)} words (min_count {config.min_count})")
     return vocab
 
@@ -239,27 +265,43 @@ def trainable_backbone(config: TrainConfig, say: Log) -> tuple[Any, Any]:
 
     with torch.random.fork_rng(devices=[]):  # building it must not shift the captioner's init
         backbone = create_backbone(config.backbone)
-    say(f"fine-tuning {config.backbone}: batches carry {backbone[1].input_size} images, "
-        f"backbone lr {config.resolved_backbone_lr:.2e}")
+    say(
+        f"fine-tuning {config.backbone}: batches carry {backbone[1].input_size} images, "
+        f"backbone lr {config.resolved_backbone_lr:.2e}"
+    )
     return backbone
 
 
-def load_splits(root: Path, config: TrainConfig, vocab: Vocabulary, backbone: tuple[Any, Any] | None,
-                say: Log) -> tuple[TrainingData, TrainingData]:
+def load_splits(
+    root: Path, config: TrainConfig, vocab: Vocabulary, backbone: tuple[Any, Any] | None, say: Log
+) -> tuple[TrainingData, TrainingData]:
     """1. The training and validation splits in memory (images instead of grids when fine-tuning)."""
-    data_args: dict[str, Any] = dict(backbone=config.backbone, format=config.format, max_clusters=config.max_clusters,
-                                     max_len=config.max_len, max_description_len=config.max_description_len)
+    data_args: dict[str, Any] = dict(
+        backbone=config.backbone,
+        format=config.format,
+        max_clusters=config.max_clusters,
+        max_len=config.max_len,
+        max_description_len=config.max_description_len,
+    )
     if backbone is not None:
         data_args["images"] = backbone[1]
     train_data = load_training_data(root, config.train_split, vocab, **data_args)
     val_data = load_training_data(root, config.val_split, vocab, **data_args)
-    say(f"data: {len(train_data.examples)} training examples ({len(train_data.pairs)} pairs), "
-        f"{len(val_data.pairs)} validation pairs, features {train_data.feature_shape}")
+    say(
+        f"data: {len(train_data.examples)} training examples ({len(train_data.pairs)} pairs), "
+        f"{len(val_data.pairs)} validation pairs, features {train_data.feature_shape}"
+    )
     return train_data, val_data
 
 
-def build_model(config: TrainConfig, checkpoint: dict[str, Any] | None, vocab: Vocabulary, train_data: TrainingData,
-                backbone: tuple[Any, Any] | None, device: str) -> Any:
+def build_model(
+    config: TrainConfig,
+    checkpoint: dict[str, Any] | None,
+    vocab: Vocabulary,
+    train_data: TrainingData,
+    backbone: tuple[Any, Any] | None,
+    device: str,
+) -> Any:
     """2. The model on ``device``: rebuilt from the checkpoint's resolved config and weights when
     resuming, else the model's defaults for this feature shape with the recipe's model_config on
     top. A fine-tuned backbone rides along as ``model.finetuned_backbone``."""
@@ -268,8 +310,16 @@ def build_model(config: TrainConfig, checkpoint: dict[str, Any] | None, vocab: V
         model.load_state_dict(checkpoint["state_dict"])
     else:
         channels, grid_h, grid_w = train_data.feature_shape
-        model = create_model(config.model, weights=None, device=device, vocab=vocab, channels=channels,
-                             grid=[grid_h, grid_w], backbone=config.backbone, **config.model_config)
+        model = create_model(
+            config.model,
+            weights=None,
+            device=device,
+            vocab=vocab,
+            channels=channels,
+            grid=[grid_h, grid_w],
+            backbone=config.backbone,
+            **config.model_config,
+        )
     model.to(device)
     if backbone is not None:
         if checkpoint is not None and "backbone_state_dict" in checkpoint:
@@ -281,45 +331,103 @@ def build_model(config: TrainConfig, checkpoint: dict[str, Any] | None, vocab: V
     return model
 
 
-def write_run_files(out: Path, config: TrainConfig, model: Any, vocab: Vocabulary, root: Path,
-                    info: dist.DistInfo, device: str) -> None:
+def write_run_files(
+    out: Path,
+    config: TrainConfig,
+    model: Any,
+    vocab: Vocabulary,
+    root: Path,
+    info: dist.DistInfo,
+    device: str,
+) -> None:
     """2. config.json (recipe, resolved model config, data, processes) and vocab.json."""
-    atomic_write_text(out / "config.json", json.dumps(
-        {"train": config.to_dict(), "model_config": dict(model.config), "data": str(root),
-         "world_size": info.world_size, "device": device}, indent=2) + "\n")
+    atomic_write_text(
+        out / "config.json",
+        json.dumps(
+            {
+                "train": config.to_dict(),
+                "model_config": dict(model.config),
+                "data": str(root),
+                "world_size": info.world_size,
+                "device": device,
+            },
+            indent=2,
+        )
+        + "\n",
+    )
     atomic_write_text(out / "vocab.json", json.dumps(vocab.to_dict()) + "\n")
 
 
 def trained_by_gradient(model: Any, config: TrainConfig, backbone: tuple[Any, Any] | None) -> bool:
     """2. False for a model fitted once instead (``fit`` and no trainable parameters: nn)."""
-    if callable(getattr(model, "fit", None)) and not any(p.requires_grad for p in _parameters(model)):
+    if callable(getattr(model, "fit", None)) and not any(
+        p.requires_grad for p in _parameters(model)
+    ):
         if backbone is not None:
-            raise UsageError(f"{config.model} is not trained by gradient steps: finetune_backbone needs a model "
-                             "that is; set finetune_backbone: false")
+            raise UsageError(
+                f"{config.model} is not trained by gradient steps: finetune_backbone needs a model "
+                "that is; set finetune_backbone: false"
+            )
         return False
     return True
 
 
-def make_run(config: TrainConfig, info: dist.DistInfo, device: str, out: Path, model: Any,
-             backbone: tuple[Any, Any] | None, train_data: TrainingData, val_data: TrainingData, say: Log,
-             progress: Progress | None) -> Run:
+def make_run(
+    config: TrainConfig,
+    info: dist.DistInfo,
+    device: str,
+    out: Path,
+    model: Any,
+    backbone: tuple[Any, Any] | None,
+    train_data: TrainingData,
+    val_data: TrainingData,
+    say: Log,
+    progress: Progress | None,
+) -> Run:
     """2. The optimizer (Adam, §4, or AdamW; the backbone in its own group), AMP and the loss
     module every step calls."""
     params = [p for p in model.parameters() if p.requires_grad]
     Optim = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
     groups: list[Any] = params
-    if backbone is not None:  # its own group; lr_scale keeps its lr in proportion through the schedule
+    if (
+        backbone is not None
+    ):  # its own group; lr_scale keeps its lr in proportion through the schedule
         backbone_params = list(backbone[0].parameters())
-        groups = [{"params": params}, {"params": backbone_params, "lr": config.resolved_backbone_lr,
-                                       "lr_scale": config.resolved_backbone_lr / config.lr}]
+        groups = [
+            {"params": params},
+            {
+                "params": backbone_params,
+                "lr": config.resolved_backbone_lr,
+                "lr_scale": config.resolved_backbone_lr / config.lr,
+            },
+        ]
         params = params + backbone_params  # gradient clipping covers both
-    optimizer = Optim(groups, lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay)
+    optimizer = Optim(
+        groups, lr=config.lr, betas=tuple(config.betas), weight_decay=config.weight_decay
+    )
     use_amp = config.amp and device.startswith("cuda")
     amp_dtype = torch.bfloat16 if use_amp and torch.cuda.is_bf16_supported() else torch.float16
     scaler = torch.amp.GradScaler("cuda", enabled=use_amp and amp_dtype == torch.float16)
-    loss_module = dist.wrap_model(LossForward(model, backbone), info, device, config.ddp_find_unused)
-    return Run(config, info, device, out, model, train_data, val_data, optimizer, scaler, params, loss_module,
-               use_amp, amp_dtype, say, progress)
+    loss_module = dist.wrap_model(
+        LossForward(model, backbone), info, device, config.ddp_find_unused
+    )
+    return Run(
+        config,
+        info,
+        device,
+        out,
+        model,
+        train_data,
+        val_data,
+        optimizer,
+        scaler,
+        params,
+        loss_module,
+        use_amp,
+        amp_dtype,
+        say,
+        progress,
+    )
 
 
 def resume_state(run: Run, checkpoint: dict[str, Any]) -> RunState:
@@ -332,8 +440,10 @@ def resume_state(run: Run, checkpoint: dict[str, Any]) -> RunState:
     if "scaler" in extra and run.scaler.is_enabled():
         run.scaler.load_state_dict(extra["scaler"])
     restore_rng(extra.get("rng"))
-    run.say(f"resumed {run.out / 'last.pt'}: epoch {state.epoch}, step {state.step}, "
-            f"best CIDEr {_fmt(state.best_score)}")
+    run.say(
+        f"resumed {run.out / 'last.pt'}: epoch {state.epoch}, step {state.step}, "
+        f"best CIDEr {_fmt(state.best_score)}"
+    )
     return state
 
 
@@ -341,7 +451,7 @@ def get_batch(run: Run, order: np.ndarray, batch_index: int) -> tuple[int, Batch
     """4. Global batch ``batch_index`` of the epoch's example ``order``: (its size, this process'
     share on the device, or None when the share is empty)."""
     size = run.config.batch_size
-    global_items = dist.usable_batch(order[batch_index * size:(batch_index + 1) * size], run.info)
+    global_items = dist.usable_batch(order[batch_index * size : (batch_index + 1) * size], run.info)
     local_items = dist.shard_batch(list(global_items), run.info)
     if not local_items:
         return len(global_items), None
@@ -382,14 +492,25 @@ def train_step(run: Run, batch: Batch, lr: float) -> dict[str, Any]:
 def log_interval(run: Run, state: RunState, interval: Interval, lr: float) -> Interval:
     """4. One log line (and a log.jsonl record) for the steps since the last; a fresh interval."""
     loss_sum, nll_sum, tok_sum, n_sum = dist.all_reduce_sum(
-        [interval.loss, interval.nll, interval.tokens, interval.steps], run.info)
+        [interval.loss, interval.nll, interval.tokens, interval.steps], run.info
+    )
     seconds = time.perf_counter() - interval.started
     samples_per_s = interval.samples / max(seconds, 1e-9)
     if run.info.is_main:
-        run.say(f"epoch {state.epoch + 1} step {state.step} loss {loss_sum / max(1, n_sum):.4f} "
-                f"ppl {math.exp(min(50.0, nll_sum / max(1.0, tok_sum))):.2f} lr {lr:.2e} {samples_per_s:.1f} samples/s")
-        _append_log(run.out, {"step": state.step, "epoch": state.epoch + 1, "loss": loss_sum / max(1, n_sum),
-                              "lr": lr, "samples_per_s": samples_per_s})
+        run.say(
+            f"epoch {state.epoch + 1} step {state.step} loss {loss_sum / max(1, n_sum):.4f} "
+            f"ppl {math.exp(min(50.0, nll_sum / max(1.0, tok_sum))):.2f} lr {lr:.2e} {samples_per_s:.1f} samples/s"
+        )
+        _append_log(
+            run.out,
+            {
+                "step": state.step,
+                "epoch": state.epoch + 1,
+                "loss": loss_sum / max(1, n_sum),
+                "lr": lr,
+                "samples_per_s": samples_per_s,
+            },
+        )
     return Interval()
 
 
@@ -397,7 +518,11 @@ def validate_and_checkpoint(run: Run, state: RunState) -> bool:
     """5. Validate (rank 0; every rank gets the record), save best.pt when CIDEr improved, and
     say whether to stop early (``patience`` validations without improvement)."""
     config = run.config
-    record = validate(run.model, run.val_data, config, run.device, run.progress) if run.info.is_main else None
+    record = (
+        validate(run.model, run.val_data, config, run.device, run.progress)
+        if run.info.is_main
+        else None
+    )
     record = dist.broadcast_object(record, run.info)
     record.update(epoch=state.epoch, step=state.step)
     state.history.append(record)
@@ -409,10 +534,18 @@ def validate_and_checkpoint(run: Run, state: RunState) -> bool:
         state.bad_evals += 1
     if run.info.is_main:
         if improved:  # best.pt is for use: no optimizer, scaler or RNG state
-            save_checkpoint(run.out / "best.pt", run.model, checkpoint_extra(run, state, resumable=False))
-        run.say(f"epoch {state.epoch} validation: CIDEr {score:.4f} BLEU-4 {record.get('BLEU-4', 0.0):.4f} "
-                f"ppl {_fmt(record.get('perplexity'))}" + (" (best: saved best.pt)" if improved else
-                f" (best {state.best_score:.4f}; {state.bad_evals}/{config.patience or '∞'} without improvement)"))
+            save_checkpoint(
+                run.out / "best.pt", run.model, checkpoint_extra(run, state, resumable=False)
+            )
+        run.say(
+            f"epoch {state.epoch} validation: CIDEr {score:.4f} BLEU-4 {record.get('BLEU-4', 0.0):.4f} "
+            f"ppl {_fmt(record.get('perplexity'))}"
+            + (
+                " (best: saved best.pt)"
+                if improved
+                else f" (best {state.best_score:.4f}; {state.bad_evals}/{config.patience or '∞'} without improvement)"
+            )
+        )
         _append_log(run.out, {"validation": record})
     if config.patience and state.bad_evals >= config.patience:
         run.say(f"early stop: no CIDEr improvement in {config.patience} validations")
@@ -425,8 +558,11 @@ def checkpoint_extra(run: Run, state: RunState, resumable: bool = True) -> dict[
     optimizer, gradient scaler and RNG states that make ``--resume`` exact."""
     extra: dict[str, Any] = asdict(state)
     if resumable:
-        extra.update(optimizer=run.optimizer.state_dict(),
-                     scaler=run.scaler.state_dict() if run.scaler.is_enabled() else {}, rng=capture_rng())
+        extra.update(
+            optimizer=run.optimizer.state_dict(),
+            scaler=run.scaler.state_dict() if run.scaler.is_enabled() else {},
+            rng=capture_rng(),
+        )
     extra["train_config"] = run.config.to_dict()
     return extra
 
@@ -436,18 +572,34 @@ def save_interrupted(run: Run, state: RunState) -> None:
     ``--resume`` starts at the next one."""
     if run.info.is_main:
         save_checkpoint(run.out / "last.pt", run.model, checkpoint_extra(run, state))
-        run.say(f"interrupted: saved {run.out / 'last.pt'} at epoch {state.epoch + 1}, "
-                f"batch {state.batch_in_epoch}/{run.steps_per_epoch}; continue with --resume")
+        run.say(
+            f"interrupted: saved {run.out / 'last.pt'} at epoch {state.epoch + 1}, "
+            f"batch {state.batch_in_epoch}/{run.steps_per_epoch}; continue with --resume"
+        )
 
 
-def run_result(out: Path, state: RunState, stopped_early: bool, interrupted: bool, notes: list[str],
-               started: float, samples_done: int) -> TrainResult:
+def run_result(
+    out: Path,
+    state: RunState,
+    stopped_early: bool,
+    interrupted: bool,
+    notes: list[str],
+    started: float,
+    samples_done: int,
+) -> TrainResult:
     seconds = time.perf_counter() - started
     return TrainResult(
-        out_dir=out, best_path=(out / "best.pt") if (out / "best.pt").is_file() else None,
-        last_path=(out / "last.pt") if (out / "last.pt").is_file() else None, best_score=state.best_score,
-        epochs=state.epoch, steps=state.step, stopped_early=stopped_early, interrupted=interrupted,
-        history=list(state.history), notes=notes, seconds=seconds,
+        out_dir=out,
+        best_path=(out / "best.pt") if (out / "best.pt").is_file() else None,
+        last_path=(out / "last.pt") if (out / "last.pt").is_file() else None,
+        best_score=state.best_score,
+        epochs=state.epoch,
+        steps=state.step,
+        stopped_early=stopped_early,
+        interrupted=interrupted,
+        history=list(state.history),
+        notes=notes,
+        seconds=seconds,
         samples_per_second=samples_done / seconds if seconds else 0.0,
     )
 
@@ -478,7 +630,11 @@ def restore_rng(state: dict[str, Any] | None) -> None:
     if "python" in state:
         version, internal, gauss = state["python"]
         random.setstate((version, tuple(internal), gauss))
-    if "cuda" in state and torch.cuda.is_available() and len(state["cuda"]) == torch.cuda.device_count():
+    if (
+        "cuda" in state
+        and torch.cuda.is_available()
+        and len(state["cuda"]) == torch.cuda.device_count()
+    ):
         torch.cuda.set_rng_state_all(state["cuda"])
 
 
@@ -490,7 +646,11 @@ def default_dataset_dir(config: TrainConfig) -> Path:
     """Where the default synthetic benchmark lives: the user cache, keyed by its settings."""
     from ..weights import user_cache_dir
 
-    return user_cache_dir() / "datasets" / f"synth-{config.synth_pairs}x{config.synth_size}-seed{config.synth_seed}"
+    return (
+        user_cache_dir()
+        / "datasets"
+        / f"synth-{config.synth_pairs}x{config.synth_size}-seed{config.synth_seed}"
+    )
 
 
 def dataset_root(config: TrainConfig, info: dist.DistInfo, say: Log, notes: list[str]) -> Path:
@@ -504,22 +664,40 @@ def dataset_root(config: TrainConfig, info: dist.DistInfo, say: Log, notes: list
     from ..data.cache import prepare_dataset
     from ..errors import DataError
 
-    root = default_dataset_dir(config) if config.data == DEFAULT_DATASET else Path(config.data).expanduser()
+    root = (
+        default_dataset_dir(config)
+        if config.data == DEFAULT_DATASET
+        else Path(config.data).expanduser()
+    )
     if config.data != DEFAULT_DATASET and not root.exists():
-        raise DataError(f"dataset folder {root} not found; pass --data DIR (or leave it out for the synthetic benchmark)")
+        raise DataError(
+            f"dataset folder {root} not found; pass --data DIR (or leave it out for the synthetic benchmark)"
+        )
     splits = [config.train_split, config.val_split]
-    ready = all((root / "cache" / f"features-{config.backbone}" / f"{s}.npz").is_file() for s in splits)
+    ready = all(
+        (root / "cache" / f"features-{config.backbone}" / f"{s}.npz").is_file() for s in splits
+    )
     if info.is_main and not ready:
         if config.data == DEFAULT_DATASET and not (root / "synth.json").is_file():
             from ..data.synth import synthesize
 
-            message = (f"no --data given: generating the default synthetic benchmark ({config.synth_pairs} pairs, "
-                       f"{config.synth_size} px) into {root} (once; later runs reuse it)")
+            message = (
+                f"no --data given: generating the default synthetic benchmark ({config.synth_pairs} pairs, "
+                f"{config.synth_size} px) into {root} (once; later runs reuse it)"
+            )
             say(message)
             notes.append(message)
-            synthesize(root, pairs=config.synth_pairs, seed=config.synth_seed, size=config.synth_size, overwrite=True)
+            synthesize(
+                root,
+                pairs=config.synth_pairs,
+                seed=config.synth_seed,
+                size=config.synth_size,
+                overwrite=True,
+            )
         say(f"preparing {root}: cluster analysis and {config.backbone} features (once per dataset)")
-        prepare_dataset(root, splits, backbone=config.backbone, device=config.device, format=config.format)
+        prepare_dataset(
+            root, splits, backbone=config.backbone, device=config.device, format=config.format
+        )
     elif config.data == DEFAULT_DATASET:
         notes.append(f"no --data given: using the default synthetic benchmark in {root}")
         say(notes[-1])
@@ -527,7 +705,9 @@ def dataset_root(config: TrainConfig, info: dist.DistInfo, say: Log, notes: list
     return root
 
 
-def prepare_out_dir(out_dir: str | Path | None, resume: bool, config: TrainConfig, root: Path) -> Path:
+def prepare_out_dir(
+    out_dir: str | Path | None, resume: bool, config: TrainConfig, root: Path
+) -> Path:
     """The run folder. Never reuses a previous run's folder silently:
 
     * ``--out DIR`` with ``--resume``: DIR must hold ``last.pt``.
@@ -539,11 +719,15 @@ def prepare_out_dir(out_dir: str | Path | None, resume: bool, config: TrainConfi
         out = Path(out_dir).expanduser()
         if resume:
             if not (out / "last.pt").is_file():
-                raise UsageError(f"--resume: {out / 'last.pt'} not found; is --out the folder of the run to continue?")
+                raise UsageError(
+                    f"--resume: {out / 'last.pt'} not found; is --out the folder of the run to continue?"
+                )
             return out
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise OutputError(f"{out} already holds files (a previous run?); pass --resume to continue it, "
-                              f"or choose a new --out")
+            raise OutputError(
+                f"{out} already holds files (a previous run?); pass --resume to continue it, "
+                f"or choose a new --out"
+            )
         out.mkdir(parents=True, exist_ok=True)
         return out
     name = "synth" if config.data == DEFAULT_DATASET else (root.name or "data")
@@ -552,7 +736,9 @@ def prepare_out_dir(out_dir: str | Path | None, resume: bool, config: TrainConfi
     if resume:
         existing = [c for c in candidates if (c / "last.pt").is_file()]
         if not existing:
-            raise UsageError(f"--resume: no earlier run of {config.model} under {base}*; pass --out DIR of the run")
+            raise UsageError(
+                f"--resume: no earlier run of {config.model} under {base}*; pass --out DIR of the run"
+            )
         return existing[-1]
     for candidate in candidates:
         if not candidate.exists() or (candidate.is_dir() and not any(candidate.iterdir())):
@@ -578,8 +764,14 @@ class LossForward(torch.nn.Module):
         return self.model.loss(batch)
 
 
-def validate(model: Any, data: TrainingData, config: TrainConfig, device: str,
-             progress: Progress | None = None, with_nll: bool = True) -> dict[str, Any]:
+def validate(
+    model: Any,
+    data: TrainingData,
+    config: TrainConfig,
+    device: str,
+    progress: Progress | None = None,
+    with_nll: bool = True,
+) -> dict[str, Any]:
     """Validation CIDEr (and BLEU-4, ROUGE-L) of generated text, and perplexity of the gold text.
 
     Single protocol: the first generated sentence against every reference sentence of the pair;
@@ -597,14 +789,20 @@ def validate(model: Any, data: TrainingData, config: TrainConfig, device: str,
         for index, batch in enumerate(batches):
             batch = move_batch(batch, device)
             finetuned = getattr(model, "finetuned_backbone", None)
-            if finetuned is not None:  # fine-tuning: images -> grids with the backbone being trained
+            if (
+                finetuned is not None
+            ):  # fine-tuning: images -> grids with the backbone being trained
                 batch = with_grids(batch, finetuned)
             if with_nll:
                 out = model.loss(batch)
                 nll += float(out["nll"])
                 tokens += float(out["n_tokens"])
-            generated = model.generate(batch, max_sentences=config.max_sentences, beam=config.beam, max_len=config.max_len)
-            for pair_id, refs, descs, sents in zip(batch["pair_ids"], batch["references"], batch["descriptions"], generated):
+            generated = model.generate(
+                batch, max_sentences=config.max_sentences, beam=config.beam, max_len=config.max_len
+            )
+            for pair_id, refs, descs, sents in zip(
+                batch["pair_ids"], batch["references"], batch["descriptions"], generated
+            ):
                 if config.val_protocol == "multi":
                     references[pair_id] = descs or [""]
                     hypotheses[pair_id] = " ".join(s for s in sents if s.strip())
@@ -614,32 +812,65 @@ def validate(model: Any, data: TrainingData, config: TrainConfig, device: str,
             if progress:
                 progress("validation", index + 1, len(batches))
     model.train()
-    scores = score_captions(references, hypotheses, ("BLEU-4", "ROUGE-L", "CIDEr"), config.val_tokenizer)
+    scores = score_captions(
+        references, hypotheses, ("BLEU-4", "ROUGE-L", "CIDEr"), config.val_tokenizer
+    )
     record: dict[str, Any] = {k: round(v, 6) for k, v in scores.scores.items()}
     record.setdefault("CIDEr", 0.0)
     record["perplexity"] = math.exp(min(50.0, nll / tokens)) if tokens else None
     record["pairs"] = len(hypotheses)
-    record["example"] = {"id": next(iter(hypotheses)), "generated": next(iter(hypotheses.values()))} if hypotheses else {}
+    record["example"] = (
+        {"id": next(iter(hypotheses)), "generated": next(iter(hypotheses.values()))}
+        if hypotheses
+        else {}
+    )
     return record
 
 
-def _fit_once(model: Any, config: TrainConfig, train_data: TrainingData, val_data: TrainingData, out: Path,
-              info: dist.DistInfo, say: Log, notes: list[str], started: float) -> TrainResult:
+def _fit_once(
+    model: Any,
+    config: TrainConfig,
+    train_data: TrainingData,
+    val_data: TrainingData,
+    out: Path,
+    info: dist.DistInfo,
+    say: Log,
+    notes: list[str],
+    started: float,
+) -> TrainResult:
     """Non-gradient models (nn, nn-multi): one pass of fit(), one validation, one checkpoint."""
-    say(f"{config.model} has no trainable parameters: fitting once on {len(train_data.examples)} examples")
+    say(
+        f"{config.model} has no trainable parameters: fitting once on {len(train_data.examples)} examples"
+    )
     model.fit(train_data.example_batches(list(range(len(train_data.examples))), config.batch_size))
     record = validate(model, val_data, config, _device_of(model), with_nll=False)
     record.update(epoch=1, step=0)
     if info.is_main:
-        extra = {"epoch": 1, "step": 0, "best_score": record["CIDEr"], "history": [record], "train_config": config.to_dict()}
+        extra = {
+            "epoch": 1,
+            "step": 0,
+            "best_score": record["CIDEr"],
+            "history": [record],
+            "train_config": config.to_dict(),
+        }
         save_checkpoint(out / "best.pt", model, extra)
         save_checkpoint(out / "last.pt", model, extra)
         _append_log(out, {"validation": record})
         say(f"validation: CIDEr {record['CIDEr']:.4f}")
     dist.cleanup(info)
     seconds = time.perf_counter() - started
-    return TrainResult(out, out / "best.pt", out / "last.pt", record["CIDEr"], 1, 0, history=[record], notes=notes,
-                       seconds=seconds, samples_per_second=len(train_data.examples) / seconds if seconds else 0.0)
+    return TrainResult(
+        out,
+        out / "best.pt",
+        out / "last.pt",
+        record["CIDEr"],
+        1,
+        0,
+        history=[record],
+        notes=notes,
+        seconds=seconds,
+        samples_per_second=len(train_data.examples) / seconds if seconds else 0.0,
+    )
 
 
 def _parameters(model: Any) -> list[Any]:
@@ -660,4 +891,11 @@ def _fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.4f}"
 
 
-__all__ = ["TrainResult", "train", "validate", "prepare_out_dir", "default_dataset_dir", "dataset_root"]
+__all__ = [
+    "TrainResult",
+    "train",
+    "validate",
+    "prepare_out_dir",
+    "default_dataset_dir",
+    "dataset_root",
+]

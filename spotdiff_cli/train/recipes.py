@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import load_yaml, resolve, to_dict
+from ..config import resolve, to_dict
 from ..errors import UsageError
 
 # The repository's recipe folder (a source checkout); an installed wheel falls back to defaults.
@@ -49,7 +49,9 @@ class TrainConfig:
     backbone_lr: float = 0.0
     # Vocabulary from the training split; Table 1: 1000 types with >= 5 occurrences cover 97 %.
     min_count: int = 5
-    max_clusters: int = 10  # most salient clusters kept per pair (DDLA decodes once per cluster, §3.3)
+    max_clusters: int = (
+        10  # most salient clusters kept per pair (DDLA decodes once per cluster, §3.3)
+    )
     max_len: int = 25  # words per sentence kept for training and produced when decoding
     max_description_len: int = 80  # words + separators of a whole description (multi targets)
     max_sentences: int = 1  # sentences generated per pair at validation (1 = single protocol)
@@ -76,10 +78,12 @@ class TrainConfig:
     seed: int = 0
     device: str = "auto"
     num_threads: int = 0  # torch CPU threads per process (0 = torch's default)
-    ddp_find_unused: bool = True  # DDP: tolerate parameters a loss does not touch (ddla-uniform's prior)
+    ddp_find_unused: bool = (
+        True  # DDP: tolerate parameters a loss does not touch (ddla-uniform's prior)
+    )
     model_config: dict[str, Any] = field(default_factory=dict)
 
-    def validate(self) -> "TrainConfig":
+    def validate(self) -> TrainConfig:
         checks = [
             (self.batch_size >= 1, "--batch-size must be at least 1"),
             (self.epochs >= 1, "--epochs must be at least 1"),
@@ -89,7 +93,10 @@ class TrainConfig:
             (self.min_count >= 1, "min_count must be at least 1"),
             (self.max_len >= 1, "max_len must be at least 1"),
             (self.val_protocol in ("single", "multi"), "val_protocol must be single or multi"),
-            (self.val_tokenizer in ("auto", "ptb", "python"), "val_tokenizer must be auto, ptb or python"),
+            (
+                self.val_tokenizer in ("auto", "ptb", "python"),
+                "val_tokenizer must be auto, ptb or python",
+            ),
             (self.eval_every >= 1, "eval_every must be at least 1"),
             (self.patience >= 0, "patience must be 0 (off) or more"),
             (self.beam >= 1, "beam must be at least 1"),
@@ -134,11 +141,17 @@ def load_recipe(recipe: str | Path | None = None, **flags: Any) -> TrainConfig:
         if not path.is_file() and (RECIPES_DIR / f"{recipe}.yaml").is_file():
             path = RECIPES_DIR / f"{recipe}.yaml"
         if not path.is_file():
-            known = sorted(p.stem for p in RECIPES_DIR.glob("*.yaml")) if RECIPES_DIR.is_dir() else []
+            known = (
+                sorted(p.stem for p in RECIPES_DIR.glob("*.yaml")) if RECIPES_DIR.is_dir() else []
+            )
             import difflib
 
             close = difflib.get_close_matches(str(recipe), known, n=1)
-            hint = f"; did you mean '{close[0]}'?" if close else (f" (recipes: {', '.join(known)})" if known else "")
+            hint = (
+                f"; did you mean '{close[0]}'?"
+                if close
+                else (f" (recipes: {', '.join(known)})" if known else "")
+            )
             raise UsageError(f"recipe '{recipe}' not found{hint}")
     config = resolve(TrainConfig(), path, **flags)
     return _coerce(config, str(path) if path else "the command line").validate()
@@ -170,6 +183,8 @@ def _coerce(config: TrainConfig, where: str) -> TrainConfig:
                 changes[f.name] = str(value)
         except (TypeError, ValueError):
             example = str(default).lower() if isinstance(default, bool) else default
-            raise UsageError(f"setting '{f.name}' in {where} is {value!r}; expected a {type(default).__name__}, "
-                             f"e.g. {f.name}: {example}") from None
+            raise UsageError(
+                f"setting '{f.name}' in {where} is {value!r}; expected a {type(default).__name__}, "
+                f"e.g. {f.name}: {example}"
+            ) from None
     return dataclasses.replace(config, **changes)

@@ -22,7 +22,8 @@ from __future__ import annotations
 
 import difflib
 import importlib
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from ...errors import ModelError
 from ..registry import register_model
@@ -34,20 +35,41 @@ if TYPE_CHECKING:  # pragma: no cover
 # this package registers them without importing torch; a model's module is imported when it is
 # built. Each class states the same name in its ``name`` attribute (what checkpoints record).
 MODELS: dict[str, tuple[str, str, str]] = {
-    "nn": ("neighbours", "NearestNeighbourCaptioner",
-           "nearest training pair by pooled before/after/difference features; copies its most typical sentence"),
-    "nn-multi": ("neighbours", "NearestNeighbourMultiCaptioner",
-                 "nearest training pair by pooled before/after/difference features; copies its whole description"),
-    "capt": ("capt", "AttentionCaptioner",
-             "LSTM with soft attention over both images' feature grids; one sentence"),
-    "capt-masked": ("capt", "MaskedAttentionCaptioner",
-                    "capt with attention multiplied by the union of the cluster masks"),
-    "capt-multi": ("capt", "MultiAttentionCaptioner",
-                   "capt trained on the whole description (sentences joined by <sep>)"),
-    "ddla-uniform": ("ddla", "UniformDDLACaptioner",
-                     "latent cluster alignment per sentence with a uniform prior; clusters ordered by box area"),
-    "ddla": ("ddla", "DDLACaptioner",
-             "latent cluster alignment per sentence, learned log-linear prior, marginal likelihood (Spot-the-diff)"),
+    "nn": (
+        "neighbours",
+        "NearestNeighbourCaptioner",
+        "nearest training pair by pooled before/after/difference features; copies its most typical sentence",
+    ),
+    "nn-multi": (
+        "neighbours",
+        "NearestNeighbourMultiCaptioner",
+        "nearest training pair by pooled before/after/difference features; copies its whole description",
+    ),
+    "capt": (
+        "capt",
+        "AttentionCaptioner",
+        "LSTM with soft attention over both images' feature grids; one sentence",
+    ),
+    "capt-masked": (
+        "capt",
+        "MaskedAttentionCaptioner",
+        "capt with attention multiplied by the union of the cluster masks",
+    ),
+    "capt-multi": (
+        "capt",
+        "MultiAttentionCaptioner",
+        "capt trained on the whole description (sentences joined by <sep>)",
+    ),
+    "ddla-uniform": (
+        "ddla",
+        "UniformDDLACaptioner",
+        "latent cluster alignment per sentence with a uniform prior; clusters ordered by box area",
+    ),
+    "ddla": (
+        "ddla",
+        "DDLACaptioner",
+        "latent cluster alignment per sentence, learned log-linear prior, marginal likelihood (Spot-the-diff)",
+    ),
 }
 
 
@@ -74,22 +96,30 @@ def __getattr__(attr: str) -> Any:
 # The paper gives no sizes beyond the 14x14 ResNet grid and Adam with batches of 8 (§3.2, §4); these
 # are the usual show-attend-tell values, small enough to train on one GPU in an hour.
 _DECODER_DEFAULTS: dict[str, Any] = {
-    "feature_size": 512,    # per-cell projection of [F1, F2, F2 - F1]
-    "embed_size": 256,      # word embeddings (vocabulary ~1000 words, Table 1)
-    "hidden_size": 512,     # LSTM state
+    "feature_size": 512,  # per-cell projection of [F1, F2, F2 - F1]
+    "embed_size": 256,  # word embeddings (vocabulary ~1000 words, Table 1)
+    "hidden_size": 512,  # LSTM state
     "attention_size": 256,  # additive attention (Xu et al. 2015)
-    "dropout": 0.3,         # on embeddings, features and before the output layer
+    "dropout": 0.3,  # on embeddings, features and before the output layer
 }
 # Tiny variant for tests: a step on CPU in milliseconds.
-_TINY = {"feature_size": 16, "embed_size": 16, "hidden_size": 32, "attention_size": 16, "dropout": 0.1}
+_TINY = {
+    "feature_size": 16,
+    "embed_size": 16,
+    "hidden_size": 32,
+    "attention_size": 16,
+    "dropout": 0.1,
+}
 _DDLA_DEFAULTS: dict[str, Any] = {
-    "max_count": 5,         # Spot-the-diff descriptions: 1.86 sentences on average, rarely more than 5
-    "count_weight": 0.1,    # the count head must not pull the encoder away from describing
-    "nms_iou": 0.3,         # grid masks of distinct DBSCAN clusters overlap only through smoothing
+    "max_count": 5,  # Spot-the-diff descriptions: 1.86 sentences on average, rarely more than 5
+    "count_weight": 0.1,  # the count head must not pull the encoder away from describing
+    "nms_iou": 0.3,  # grid masks of distinct DBSCAN clusters overlap only through smoothing
 }
 
 
-def default_config(name: str, channels: int, grid: tuple[int, int] | list[int], tiny: bool = False) -> dict[str, Any]:
+def default_config(
+    name: str, channels: int, grid: tuple[int, int] | list[int], tiny: bool = False
+) -> dict[str, Any]:
     """The resolved config of model ``name`` for backbone features (channels, h, w).
 
     ``tiny`` gives small hidden sizes (tests). The backbone name defaults to the embedded
@@ -97,10 +127,17 @@ def default_config(name: str, channels: int, grid: tuple[int, int] | list[int], 
     """
     if name not in MODELS:
         close = difflib.get_close_matches(name, list(MODELS), n=1)
-        raise ModelError(f"unknown Spot-the-diff model '{name}'" + (f"; did you mean '{close[0]}'?" if close else "")
-                         + f" (available: {', '.join(MODELS)})")
+        raise ModelError(
+            f"unknown Spot-the-diff model '{name}'"
+            + (f"; did you mean '{close[0]}'?" if close else "")
+            + f" (available: {', '.join(MODELS)})"
+        )
     h, w = (int(v) for v in grid)
-    config: dict[str, Any] = {"channels": int(channels), "grid": [h, w], "backbone": "efficientnet_lite0"}
+    config: dict[str, Any] = {
+        "channels": int(channels),
+        "grid": [h, w],
+        "backbone": "efficientnet_lite0",
+    }
     if name.startswith("nn"):
         config["n_neighbors"] = 1  # the paper's single nearest pair
         return config
@@ -120,20 +157,30 @@ def check_config(name: str, config: dict[str, Any]) -> None:
             continue
         value = config[key]
         if isinstance(default, list):
-            ok = isinstance(value, (list, tuple)) and len(value) == len(default) and all(
-                isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+            ok = (
+                isinstance(value, (list, tuple))
+                and len(value) == len(default)
+                and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
+            )
         elif isinstance(default, float):
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
         else:
             ok = isinstance(value, type(default)) and not isinstance(value, bool)
         if not ok:
-            raise ModelError(f"'{name}' setting '{key}' is {value!r} ({type(value).__name__}); expected a value "
-                             f"like {default!r}")
+            raise ModelError(
+                f"'{name}' setting '{key}' is {value!r} ({type(value).__name__}); expected a value "
+                f"like {default!r}"
+            )
 
 
 def _factory(name: str) -> Callable[..., SpotTheDiffCaptioner]:
-    def create(weights: str | None = None, device: str = "cpu", config: dict[str, Any] | None = None,
-               vocab: Any = None, **overrides: Any) -> SpotTheDiffCaptioner:
+    def create(
+        weights: str | None = None,
+        device: str = "cpu",
+        config: dict[str, Any] | None = None,
+        vocab: Any = None,
+        **overrides: Any,
+    ) -> SpotTheDiffCaptioner:
         if weights is not None or (vocab is None and config is None and not overrides):
             # A checkpoint: the one given, else this model's shipped default from the weights
             # manifest (`spotdiff caption --model ddla A B` works on a fresh machine); the
@@ -145,19 +192,31 @@ def _factory(name: str) -> Callable[..., SpotTheDiffCaptioner]:
                 raise ModelError(f"'{weights}' holds a '{model.name}' model, not '{name}'")
             return model
         if vocab is None:
-            raise ModelError(f"an untrained '{name}' needs a vocabulary: create_model('{name}', vocab=..., "
-                             "channels=..., grid=...), or pass weights= a trained checkpoint")
+            raise ModelError(
+                f"an untrained '{name}' needs a vocabulary: create_model('{name}', vocab=..., "
+                "channels=..., grid=...), or pass weights= a trained checkpoint"
+            )
         if config is None:
             if "channels" not in overrides or "grid" not in overrides:
-                raise ModelError(f"an untrained '{name}' needs the backbone's feature shape: channels=C, grid=(h, w)")
-            config = default_config(name, overrides.pop("channels"), overrides.pop("grid"), bool(overrides.pop("tiny", False)))
+                raise ModelError(
+                    f"an untrained '{name}' needs the backbone's feature shape: channels=C, grid=(h, w)"
+                )
+            config = default_config(
+                name,
+                overrides.pop("channels"),
+                overrides.pop("grid"),
+                bool(overrides.pop("tiny", False)),
+            )
         config = dict(config)
         overrides.pop("tiny", None)
         for key, value in overrides.items():
             if key not in config:
                 close = difflib.get_close_matches(key, list(config), n=1)
-                raise ModelError(f"'{name}' has no setting '{key}'" + (f"; did you mean '{close[0]}'?" if close else "")
-                                 + f" (settings: {', '.join(config)})")
+                raise ModelError(
+                    f"'{name}' has no setting '{key}'"
+                    + (f"; did you mean '{close[0]}'?" if close else "")
+                    + f" (settings: {', '.join(config)})"
+                )
             config[key] = list(value) if key == "grid" else value
         check_config(name, config)
         return model_class(name)(config, vocab).to(device)
@@ -169,5 +228,12 @@ def _factory(name: str) -> Callable[..., SpotTheDiffCaptioner]:
 for _name, (_, _, _summary) in MODELS.items():
     register_model(_name, family="spot-the-diff", summary=_summary, trainable=True)(_factory(_name))
 
-__all__ = ["MODELS", "MODEL_CLASSES", "SpotTheDiffCaptioner", "check_config", "default_config", "model_class",
-           *(cls_name for _, cls_name, _ in MODELS.values())]
+__all__ = [
+    "MODELS",
+    "MODEL_CLASSES",
+    "SpotTheDiffCaptioner",
+    "check_config",
+    "default_config",
+    "model_class",
+    *(cls_name for _, cls_name, _ in MODELS.values()),
+]

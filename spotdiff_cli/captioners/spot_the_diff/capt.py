@@ -11,7 +11,8 @@
 
 from __future__ import annotations
 
-from typing import Any, ClassVar, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -29,7 +30,15 @@ from .common import (
     safe_masks,
 )
 
-_DECODER_KEYS = ("channels", "grid", "feature_size", "embed_size", "hidden_size", "attention_size", "dropout")
+_DECODER_KEYS = (
+    "channels",
+    "grid",
+    "feature_size",
+    "embed_size",
+    "hidden_size",
+    "attention_size",
+    "dropout",
+)
 
 
 class AttentionCaptioner(GradientCaptioner):
@@ -49,15 +58,21 @@ class AttentionCaptioner(GradientCaptioner):
         c = self.config
         self.encoder = PairEncoder(int(c["channels"]), int(c["feature_size"]), float(c["dropout"]))
         self.decoder = AttentionDecoder(
-            self.vocab_size, int(c["feature_size"]), int(c["embed_size"]), int(c["hidden_size"]),
-            int(c["attention_size"]), float(c["dropout"]),
+            self.vocab_size,
+            int(c["feature_size"]),
+            int(c["embed_size"]),
+            int(c["hidden_size"]),
+            int(c["attention_size"]),
+            float(c["dropout"]),
         )
 
     def _attention_mask(self, batch: Batch) -> Tensor | None:
         """(B, L) union of the valid cluster masks for ``capt-masked``, None otherwise."""
         if not self.masked:
             return None
-        masks = batch["cluster_masks"].flatten(2) * batch["cluster_valid"][..., None].to(batch["cluster_masks"].dtype)
+        masks = batch["cluster_masks"].flatten(2) * batch["cluster_valid"][..., None].to(
+            batch["cluster_masks"].dtype
+        )
         return safe_masks(masks.amax(dim=1))  # soft union: the max over clusters, per cell
 
     def _start(self, batch: Batch, rows: Tensor) -> DecoderState:
@@ -87,15 +102,25 @@ class AttentionCaptioner(GradientCaptioner):
         return {"loss": nll / max(1, n_tokens), "nll": nll.detach(), "n_tokens": n_tokens}
 
     def _generate(
-        self, batch: Batch, max_sentences: int, beam: int, max_len: int, num_sentences: Sequence[int] | None
+        self,
+        batch: Batch,
+        max_sentences: int,
+        beam: int,
+        max_len: int,
+        num_sentences: Sequence[int] | None,
     ) -> list[list[Generated]]:
         n = batch["before"].shape[0]
         state = self._start(batch, torch.arange(n, device=batch["before"].device))
         # A whole description is several sentences long: give it room for max_sentences of them.
         limit = max_len * max_sentences + max_sentences - 1 if self.multi else max_len
-        ids = run_decoder(lambda toks, st: self.decoder.step(toks[:, -1], st), state, n, beam, limit, self.device)
+        ids = run_decoder(
+            lambda toks, st: self.decoder.step(toks[:, -1], st), state, n, beam, limit, self.device
+        )
         if self.multi:
-            return [[Generated(s) for s in self.vocab.decode_sentences(row)[:max_sentences]] for row in ids]
+            return [
+                [Generated(s) for s in self.vocab.decode_sentences(row)[:max_sentences]]
+                for row in ids
+            ]
         return [[Generated(self.vocab.decode(row))] for row in ids]
 
 

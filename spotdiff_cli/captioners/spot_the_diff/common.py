@@ -13,8 +13,9 @@ Batches follow ``docs/training-interfaces.md``: ``before``/``after`` (B, C, h, w
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, ClassVar, Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
@@ -79,7 +80,13 @@ class AttentionDecoder(nn.Module):
     """
 
     def __init__(
-        self, vocab_size: int, feature_size: int, embed_size: int, hidden_size: int, attention_size: int, dropout: float
+        self,
+        vocab_size: int,
+        feature_size: int,
+        embed_size: int,
+        hidden_size: int,
+        attention_size: int,
+        dropout: float,
     ) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab_size, embed_size, padding_idx=PAD)
@@ -108,7 +115,9 @@ class AttentionDecoder(nn.Module):
     def step(self, words: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """One word. words: (N,) int64 -> log_probs (N, V), next state."""
         h, c, feats, feats_att, mask = state
-        scores = self.att_score(torch.tanh(feats_att + self.att_hidden(h)[:, None, :])).squeeze(-1)  # (N, L)
+        scores = self.att_score(torch.tanh(feats_att + self.att_hidden(h)[:, None, :])).squeeze(
+            -1
+        )  # (N, L)
         scores = scores + torch.log(mask.clamp_min(1e-30))
         scores = scores.masked_fill(mask <= 0, float("-inf"))
         alpha = torch.softmax(scores, dim=-1)
@@ -127,7 +136,11 @@ class AttentionDecoder(nn.Module):
         for t in range(targets.shape[1]):
             log_probs, state = self.step(tokens[:, t], state)
             out.append(log_probs.gather(1, targets[:, t : t + 1]).squeeze(1))
-        token_logp = torch.stack(out, dim=1) if out else tokens.new_zeros((tokens.shape[0], 0), dtype=torch.float)
+        token_logp = (
+            torch.stack(out, dim=1)
+            if out
+            else tokens.new_zeros((tokens.shape[0], 0), dtype=torch.float)
+        )
         return token_logp * target_mask, target_mask
 
 
@@ -179,7 +192,9 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
         nn.Module.__init__(self)
         missing = [k for k in self.config_keys if k not in config]
         if missing:
-            raise ModelError(f"config for '{self.name}' lacks {', '.join(missing)} (build it with default_config)")
+            raise ModelError(
+                f"config for '{self.name}' lacks {', '.join(missing)} (build it with default_config)"
+            )
         self.config = dict(config)
         self.vocab = vocab
         self.vocab_size = len(vocab)
@@ -215,7 +230,9 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
         """Sentences per pair. ``num_sentences`` (per pair, optional, beyond the contract) asks
         the multi-sentence models for exactly that many (the paper's protocol conditions DDLA on
         the gold count, §3.3); ``max_sentences`` always caps the output."""
-        items = self.generate_items(batch, max_sentences, beam=beam, max_len=max_len, num_sentences=num_sentences)
+        items = self.generate_items(
+            batch, max_sentences, beam=beam, max_len=max_len, num_sentences=num_sentences
+        )
         return [[g.text for g in pair] for pair in items]
 
     def generate_items(
@@ -234,12 +251,19 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
         self.eval()
         try:
             with torch.no_grad():
-                return self._generate(self._prepare(batch), max_sentences, beam, max_len, num_sentences)
+                return self._generate(
+                    self._prepare(batch), max_sentences, beam, max_len, num_sentences
+                )
         finally:
             self.train(was_training)
 
     def _generate(
-        self, batch: Batch, max_sentences: int, beam: int, max_len: int, num_sentences: Sequence[int] | None
+        self,
+        batch: Batch,
+        max_sentences: int,
+        beam: int,
+        max_len: int,
+        num_sentences: Sequence[int] | None,
     ) -> list[list[Generated]]:
         raise NotImplementedError
 
@@ -254,7 +278,8 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
 
         # A fine-tuned backbone (checkpoint.py: load_checkpoint) wins over the shared pretrained one.
         backbone = getattr(self, "finetuned_backbone", None) or get_backbone(
-            self.config.get("backbone", "efficientnet_lite0"), str(self.device))
+            self.config.get("backbone", "efficientnet_lite0"), str(self.device)
+        )
         batch = batch_from_analysis(analysis, backbone, self.vocab, device=str(self.device))
         self._analysis_cache = (analysis, batch)
         return batch
@@ -287,7 +312,9 @@ class GradientCaptioner(SpotTheDiffCaptioner):
         device = batch["before"].device
         batch["tokens"] = torch.tensor([[ids]], dtype=torch.long, device=device)
         batch["sentence_valid"] = torch.ones((1, 1), dtype=torch.bool, device=device)
-        batch["multi_tokens"] = torch.tensor([self.vocab.encode_many([sentence])], dtype=torch.long, device=device)
+        batch["multi_tokens"] = torch.tensor(
+            [self.vocab.encode_many([sentence])], dtype=torch.long, device=device
+        )
         was_training = self.training
         self.eval()
         try:

@@ -34,7 +34,8 @@ Decoding goes beyond the paper where §5 names its limits:
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar, NamedTuple, Sequence
+from collections.abc import Sequence
+from typing import Any, ClassVar, NamedTuple
 
 import torch
 from torch import Tensor, nn
@@ -111,8 +112,16 @@ class DDLACaptioner(GradientCaptioner):
     name: ClassVar[str] = "ddla"
     uniform_prior: ClassVar[bool] = False
     config_keys: ClassVar[tuple[str, ...]] = (
-        "channels", "grid", "feature_size", "embed_size", "hidden_size", "attention_size", "dropout",
-        "max_count", "count_weight", "nms_iou",
+        "channels",
+        "grid",
+        "feature_size",
+        "embed_size",
+        "hidden_size",
+        "attention_size",
+        "dropout",
+        "max_count",
+        "count_weight",
+        "nms_iou",
     )
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
@@ -121,8 +130,12 @@ class DDLACaptioner(GradientCaptioner):
         feature_size = int(c["feature_size"])
         self.encoder = PairEncoder(int(c["channels"]), feature_size, float(c["dropout"]))
         self.decoder = AttentionDecoder(
-            self.vocab_size, feature_size, int(c["embed_size"]), int(c["hidden_size"]),
-            int(c["attention_size"]), float(c["dropout"]),
+            self.vocab_size,
+            feature_size,
+            int(c["embed_size"]),
+            int(c["hidden_size"]),
+            int(c["attention_size"]),
+            float(c["dropout"]),
         )
         # wᵀ g(z) (§3.2 "Alignment prior"); a bias would cancel in the normalisation. Zero start:
         # training begins from the uniform prior and learns which clusters are salient.
@@ -132,7 +145,9 @@ class DDLACaptioner(GradientCaptioner):
             nn.init.zeros_(self.prior.weight)
         count_hidden = max(8, int(c["hidden_size"]) // 4)
         self.count_head = nn.Sequential(
-            nn.Linear(feature_size + _N_COUNT_STATS, count_hidden), nn.ReLU(), nn.Linear(count_hidden, int(c["max_count"]))
+            nn.Linear(feature_size + _N_COUNT_STATS, count_hidden),
+            nn.ReLU(),
+            nn.Linear(count_hidden, int(c["max_count"])),
         )
 
     # -- model pieces -----------------------------------------------------------------------
@@ -144,7 +159,9 @@ class DDLACaptioner(GradientCaptioner):
             logits = self.prior(clusters.feats).squeeze(-1)
         return torch.log_softmax(logits.masked_fill(~clusters.valid, float("-inf")), dim=-1)
 
-    def start_rows(self, feats: Tensor, pooled: Tensor, clusters: ClusterView, pair: Tensor, cluster: Tensor) -> DecoderState:
+    def start_rows(
+        self, feats: Tensor, pooled: Tensor, clusters: ClusterView, pair: Tensor, cluster: Tensor
+    ) -> DecoderState:
         """Decoder state for rows (pair[i], cluster[i]): image-initialised, attention over C_z.
 
         feats: (B, L, F), pooled: (B, F) from the encoder; pair, cluster: (N,) int64.
@@ -161,9 +178,13 @@ class DDLACaptioner(GradientCaptioner):
         # Fold K into the batch (§3.3: "backpropagation through the decoder K times for each
         # sentence"): one decoder row per real (sentence, cluster) combination.
         b, s, k = torch.nonzero(sent_valid[:, :, None] & clusters.valid[:, None, :], as_tuple=True)
-        token_logp, _ = self.decoder.score(tokens[b, s], self.start_rows(feats, pooled, clusters, b, k))
+        token_logp, _ = self.decoder.score(
+            tokens[b, s], self.start_rows(feats, pooled, clusters, b, k)
+        )
         row_scores = token_logp.sum(dim=1) + log_prior[b, k]
-        scores = torch.full(tokens.shape[:2] + log_prior.shape[1:], float("-inf"), device=row_scores.device)
+        scores = torch.full(
+            tokens.shape[:2] + log_prior.shape[1:], float("-inf"), device=row_scores.device
+        )
         scores = scores.index_put((b, s, k), row_scores)
         n_tokens = (tokens[:, :, 1:] != PAD).sum(dim=-1) * sent_valid
         return AlignmentScores(scores, sent_valid, n_tokens, pooled, clusters, log_prior)
@@ -175,7 +196,9 @@ class DDLACaptioner(GradientCaptioner):
         n_real = (clusters.valid & ~clusters.pseudo[:, None]).sum(dim=1).float()
         entropy = -(prior * log_prior.masked_fill(~clusters.valid, 0.0)).sum(dim=1)
         union = (clusters.masks * (~clusters.pseudo)[:, None, None]).amax(dim=1).mean(dim=1)
-        stats = torch.stack([torch.log1p(n_real), prior.amax(dim=1), entropy, union], dim=1).detach()
+        stats = torch.stack(
+            [torch.log1p(n_real), prior.amax(dim=1), entropy, union], dim=1
+        ).detach()
         return torch.cat([pooled, stats], dim=1)
 
     # -- the contract ---------------------------------------------------------------------
@@ -196,11 +219,18 @@ class DDLACaptioner(GradientCaptioner):
         n_sent = sent_valid.sum(dim=1)
         has = n_sent > 0
         if weight > 0 and bool(has.any()):
-            logits = self.count_head(self._count_inputs(aligned.pooled, aligned.clusters, aligned.log_prior))
+            logits = self.count_head(
+                self._count_inputs(aligned.pooled, aligned.clusters, aligned.log_prior)
+            )
             target = (n_sent.clamp(1, int(self.config["max_count"])) - 1)[has]
             count_loss = nn.functional.cross_entropy(logits[has], target)
             loss = loss + weight * count_loss
-        return {"loss": loss, "nll": nll.detach(), "n_tokens": n_tokens, "count_loss": count_loss.detach()}
+        return {
+            "loss": loss,
+            "nll": nll.detach(),
+            "n_tokens": n_tokens,
+            "count_loss": count_loss.detach(),
+        }
 
     def align(self, batch: Batch) -> Tensor:
         """(B, S) int64: argmax_k P(z=k|X) P(S|z=k,X) per gold sentence (§5), -1 for padded
@@ -231,13 +261,20 @@ class DDLACaptioner(GradientCaptioner):
                 clusters = ClusterView(batch)
                 log_prior = self.log_prior(clusters)
                 _, pooled = self.encoder(batch["before"], batch["after"])
-                counts = self._sentence_counts(pooled, clusters, log_prior, max_sentences, num_sentences)
+                counts = self._sentence_counts(
+                    pooled, clusters, log_prior, max_sentences, num_sentences
+                )
                 return self._select(clusters, log_prior, counts)
         finally:
             self.train(was_training)
 
     def _sentence_counts(
-        self, pooled: Tensor, clusters: ClusterView, log_prior: Tensor, max_sentences: int, num_sentences: Sequence[int] | None
+        self,
+        pooled: Tensor,
+        clusters: ClusterView,
+        log_prior: Tensor,
+        max_sentences: int,
+        num_sentences: Sequence[int] | None,
     ) -> list[int]:
         """Sentences to write per pair: the given count, 1 for single-sentence decoding, else the
         count head's prediction; never more than ``max_sentences``."""
@@ -246,10 +283,14 @@ class DDLACaptioner(GradientCaptioner):
             return [max(1, min(max_sentences, int(t))) for t in num_sentences]
         if max_sentences == 1:
             return [1] * n
-        predicted = self.count_head(self._count_inputs(pooled, clusters, log_prior)).argmax(dim=1) + 1
+        predicted = (
+            self.count_head(self._count_inputs(pooled, clusters, log_prior)).argmax(dim=1) + 1
+        )
         return [min(max_sentences, int(t)) for t in predicted]
 
-    def _select(self, clusters: ClusterView, log_prior: Tensor, counts: list[int]) -> list[list[int]]:
+    def _select(
+        self, clusters: ClusterView, log_prior: Tensor, counts: list[int]
+    ) -> list[list[int]]:
         if self.uniform_prior:
             # §4: ddla-uniform orders clusters by decreasing bounding-box area (g(z)[2], monotone in area).
             rank = clusters.feats[..., 2].masked_fill(~clusters.valid, float("-inf"))
@@ -262,7 +303,11 @@ class DDLACaptioner(GradientCaptioner):
             for k in torch.argsort(rank[b], descending=True, stable=True).tolist():
                 if len(chosen) >= want or not bool(clusters.valid[b, k]):
                     break
-                overlaps = soft_iou(clusters.masks[b, k][None], clusters.masks[b, chosen]) if chosen else None
+                overlaps = (
+                    soft_iou(clusters.masks[b, k][None], clusters.masks[b, chosen])
+                    if chosen
+                    else None
+                )
                 if overlaps is not None and bool((overlaps > threshold).any()):
                     continue  # non-maximum suppression: this change is already being described
                 chosen.append(k)
@@ -270,7 +315,12 @@ class DDLACaptioner(GradientCaptioner):
         return chosen_all
 
     def _generate(
-        self, batch: Batch, max_sentences: int, beam: int, max_len: int, num_sentences: Sequence[int] | None
+        self,
+        batch: Batch,
+        max_sentences: int,
+        beam: int,
+        max_len: int,
+        num_sentences: Sequence[int] | None,
     ) -> list[list[Generated]]:
         clusters = ClusterView(batch)
         feats, pooled = self.encoder(batch["before"], batch["after"])
@@ -282,7 +332,14 @@ class DDLACaptioner(GradientCaptioner):
         pair = torch.tensor([r[0] for r in rows], dtype=torch.long, device=device)
         cluster = torch.tensor([r[1] for r in rows], dtype=torch.long, device=device)
         state = self.start_rows(feats, pooled, clusters, pair, cluster)
-        ids = run_decoder(lambda toks, st: self.decoder.step(toks[:, -1], st), state, len(rows), beam, max_len, device)
+        ids = run_decoder(
+            lambda toks, st: self.decoder.step(toks[:, -1], st),
+            state,
+            len(rows),
+            beam,
+            max_len,
+            device,
+        )
         out: list[list[Generated]] = [[] for _ in chosen]
         for (b, k), row in zip(rows, ids):
             text = self.vocab.decode(row)

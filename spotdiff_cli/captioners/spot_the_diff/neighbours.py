@@ -20,7 +20,8 @@ scikit-learn object; the scikit-learn index is rebuilt on load.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, ClassVar, Iterable, Sequence
+from collections.abc import Iterable, Sequence
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor
@@ -33,7 +34,11 @@ from .common import EOS, PAD, Batch, Generated, SpotTheDiffCaptioner
 def pair_features(before: Tensor, after: Tensor) -> Tensor:
     """before, after: (B, C, h, w) -> (B, 3C): grid-mean of before, after and |after - before|,
     each L2-normalised so no part dominates the cosine distance."""
-    parts = [before.mean(dim=(2, 3)), after.mean(dim=(2, 3)), (after - before).abs().mean(dim=(2, 3))]
+    parts = [
+        before.mean(dim=(2, 3)),
+        after.mean(dim=(2, 3)),
+        (after - before).abs().mean(dim=(2, 3)),
+    ]
     return torch.cat([torch.nn.functional.normalize(p.float(), dim=1) for p in parts], dim=1)
 
 
@@ -72,7 +77,9 @@ class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
         super().__init__(config, vocab)
-        self.features: Tensor = torch.zeros(0, 3 * int(config["channels"]))  # (N, 3C), always on the CPU
+        self.features: Tensor = torch.zeros(
+            0, 3 * int(config["channels"])
+        )  # (N, 3C), always on the CPU
         self.references: list[list[str]] = []  # every reference sentence of each indexed pair
         self.descriptions: list[list[str]] = []  # one annotation's sentences of each indexed pair
         self._index: Any = None
@@ -102,7 +109,9 @@ class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
                 references.append(refs)
                 descriptions.append(self._gold_sentences(batch, row, refs))
         if not descriptions:
-            raise ModelError(f"'{self.name}' found no training pair with a reference sentence to index")
+            raise ModelError(
+                f"'{self.name}' found no training pair with a reference sentence to index"
+            )
         self.features = torch.stack(feats)
         self.references = references
         self.descriptions = descriptions
@@ -114,8 +123,12 @@ class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
         out = []
         for s in torch.nonzero(batch["sentence_valid"][row]).flatten().tolist():
             gold = [int(i) for i in batch["tokens"][row, s].tolist() if i != PAD]
-            body = gold[1:-1] if gold and gold[-1] == EOS else gold[1:]  # words only (maybe truncated)
-            match = next((r for r in refs if self.vocab.encode(r)[1:-1][: len(body)] == body and body), None)
+            body = (
+                gold[1:-1] if gold and gold[-1] == EOS else gold[1:]
+            )  # words only (maybe truncated)
+            match = next(
+                (r for r in refs if self.vocab.encode(r)[1:-1][: len(body)] == body and body), None
+            )
             out.append(match if match is not None else self.vocab.decode(gold))
         return [s for s in out if s.strip()] or refs[:1]
 
@@ -130,8 +143,10 @@ class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
     def set_extra_state(self, state: dict[str, Any]) -> None:
         features = state["features"]
         if features.ndim != 2 or features.shape[0] != len(state["descriptions"]):
-            raise ModelError(f"corrupt '{self.name}' index: {tuple(features.shape)} features for "
-                             f"{len(state['descriptions'])} descriptions")
+            raise ModelError(
+                f"corrupt '{self.name}' index: {tuple(features.shape)} features for "
+                f"{len(state['descriptions'])} descriptions"
+            )
         self.features = features.detach().float().cpu()
         self.descriptions = [[str(s) for s in d] for d in state["descriptions"]]
         self.references = [[str(s) for s in r] for r in state["references"]]
@@ -140,28 +155,43 @@ class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
     def _neighbours(self, query: Tensor, k: int) -> list[list[int]]:
         """Indices of the k nearest training pairs per query row, nearest first."""
         if not self.descriptions:
-            raise ModelError(f"'{self.name}' has no index yet: call fit(train_batches) or load a checkpoint")
+            raise ModelError(
+                f"'{self.name}' has no index yet: call fit(train_batches) or load a checkpoint"
+            )
         if self._index is None:
             from sklearn.neighbors import NearestNeighbors
 
             # Brute force: exact, and an index of ~10k pairs × 3C floats is searched in milliseconds.
-            self._index = NearestNeighbors(metric="cosine", algorithm="brute").fit(self.features.numpy())
+            self._index = NearestNeighbors(metric="cosine", algorithm="brute").fit(
+                self.features.numpy()
+            )
         k = max(1, min(k, len(self.descriptions)))
         _, idx = self._index.kneighbors(query.cpu().numpy(), n_neighbors=k)
         return [[int(i) for i in row] for row in idx]
 
     # -- the contract ---------------------------------------------------------------------
     def loss(self, batch: Batch) -> dict[str, Any]:
-        raise ModelError(f"'{self.name}' is not trained by gradient steps: call fit(train_batches) once")
+        raise ModelError(
+            f"'{self.name}' is not trained by gradient steps: call fit(train_batches) once"
+        )
 
     def _generate(
-        self, batch: Batch, max_sentences: int, beam: int, max_len: int, num_sentences: Sequence[int] | None
+        self,
+        batch: Batch,
+        max_sentences: int,
+        beam: int,
+        max_len: int,
+        num_sentences: Sequence[int] | None,
     ) -> list[list[Generated]]:
         query = pair_features(batch["before"], batch["after"])
         out = []
         for row in self._neighbours(query, int(self.config["n_neighbors"])):
             if self.multi:
-                count = max_sentences if num_sentences is None else min(max_sentences, int(num_sentences[len(out)]))
+                count = (
+                    max_sentences
+                    if num_sentences is None
+                    else min(max_sentences, int(num_sentences[len(out)]))
+                )
                 out.append([Generated(s) for s in self.descriptions[row[0]][: max(1, count)]])
             else:
                 pooled = [s for i in row for s in self.references[i]]
