@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import cv2
@@ -113,18 +112,6 @@ def test_threshold_is_a_parameter():
     clip, index, box = CAR
     image = _frame(clip, index)
     assert R.recognise(image, box, min_confidence=0.999) is None
-
-
-def test_fast_enough_per_call():
-    # The grounded captioner calls this once per salient cluster; a handful must fit in < 1 s.
-    clip, index, box = PERSON
-    image = _frame(clip, index)
-    R.recognise(image, box)  # load the models once
-    start = time.perf_counter()
-    for _ in range(5):
-        R.recognise(image, box)
-    per_call = (time.perf_counter() - start) / 5
-    assert per_call < 0.15, f"{per_call * 1000:.0f} ms per call"
 
 
 def test_module_does_not_import_torch():
