@@ -278,14 +278,22 @@ def test_layout_is_clevr_changes_and_the_reader_loads_it(rendered: Path) -> None
     for pair in train.pairs:
         n = int(pair.id.split("_")[0])
         assert pair.before is not None and pair.before.name == image_name("default", n)
+        record = gold[image_name("default", n)]
+        assert pair.image_size == (96, 72)
         if pair.id.endswith("_nc"):
-            assert pair.change_types == ("distractor",) and pair.distractor == "viewpoint"
+            # gold.json's kind (camera, light or both), not the real release's blanket "viewpoint"
+            assert pair.change_types == ("distractor",) and pair.distractor == record["distractor"]
             assert pair.after is not None and pair.after.parent.name == "nsc_images"
-            assert all(s in NO_CHANGE for s in pair.sentences)
+            assert all(s in NO_CHANGE for s in pair.sentences) and not pair.gold
         else:
-            assert pair.change_types == (gold[image_name("default", n)]["type"],)
+            assert pair.change_types == (record["type"],)
             assert pair.after is not None and pair.after.parent.name == "sc_images"
             assert len(pair.annotations) == 6 and pair.distractor is None
+            (change,) = pair.gold
+            assert change["object"] == record["object"] and change["type"] == record["type"]
+            assert change["bbox_before"] == record["bbox_before"]
+    kinds = {p.distractor for p in train.pairs if p.id.endswith("_nc")}
+    assert kinds <= {"viewpoint", "lighting", "viewpoint+lighting"}
 
 
 def test_same_seed_gives_the_same_bytes_whatever_the_process_count(

@@ -109,6 +109,63 @@ def test_clevr_change_gives_change_and_distractor_pairs(tmp_path: Path) -> None:
         load_dataset(tmp_path, "val")
 
 
+def test_rendered_clevr_gold_gives_changes_distractor_kinds_and_image_size(
+    tmp_path: Path,
+) -> None:
+    """Our renderer's gold.json and clevr.json (data/clevr_render.py) are read when present:
+    the change pair gets its gold change, the distractor its kind instead of "viewpoint"."""
+    names = [f"CLEVR_default_{n:06d}.png" for n in (0, 1)]
+    (tmp_path / "change_captions.json").write_text(
+        json.dumps({names[0]: ["the red cube turned blue"], names[1]: ["a ball was added"]})
+    )
+    (tmp_path / "no_change_captions.json").write_text(
+        json.dumps({name: ["no change was made"] for name in names})
+    )
+    (tmp_path / "splits.json").write_text(json.dumps({"train": [], "val": [], "test": [0, 1]}))
+    cube = {"size": "large", "color": "red", "material": "rubber", "shape": "cube"}
+    gold = {
+        names[0]: {
+            "type": "color",
+            "object": cube,
+            "new": {"color": "blue"},
+            "bbox_before": [1, 2, 3, 4],
+            "bbox_after": [2, 2, 3, 4],
+            "distractor": "viewpoint+lighting",
+            "views": {"default": {"objects": []}},  # per-view truth stays in the file
+        },
+        names[1]: {
+            "type": "add",
+            "object": cube,
+            "new": {},
+            "bbox_before": None,
+            "bbox_after": [5, 5, 3, 3],
+            "distractor": "lighting",
+        },
+    }
+    (tmp_path / "gold.json").write_text(json.dumps(gold))
+    (tmp_path / "clevr.json").write_text(json.dumps({"width": 96, "height": 72, "seed": 0}))
+    test = load_dataset(tmp_path, "test", require_images=False)
+    color, color_nc, add, add_nc = test.pairs
+    assert color.change_types == ("color",)  # no type_mapping.json: the gold's type
+    assert color.gold == (
+        {k: gold[names[0]][k] for k in ("type", "object", "new", "bbox_before", "bbox_after")},
+    )
+    assert color_nc.distractor == "viewpoint+lighting" and add_nc.distractor == "lighting"
+    assert add.gold[0]["bbox_before"] is None and color.image_size == (96, 72)
+    (tmp_path / "gold.json").unlink()  # the real release: every distractor moved the camera
+    plain = load_dataset(tmp_path, "test", require_images=False)
+    assert plain.pairs[1].distractor == "viewpoint" and plain.pairs[0].gold == ()
+
+
+def test_synthetic_benchmark_pairs_know_their_image_size(tmp_path: Path) -> None:
+    from spotdiff_cli.data.synth import synthesize
+
+    synthesize(tmp_path, pairs=6, seed=1, size=96, train=0.0, val=0.0)
+    for root in (tmp_path, tmp_path / "annotations"):
+        pairs = load_dataset(root, "test", require_images=False).pairs
+        assert {p.image_size for p in pairs} == {(96, 96)}
+
+
 def test_image_editing_request(tmp_path: Path) -> None:
     _png(tmp_path / "images" / "a.jpg")
     _png(tmp_path / "images" / "b.jpg")

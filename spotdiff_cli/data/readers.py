@@ -46,7 +46,11 @@ class DatasetPair:
         for a pair whose truth is "no change".
     distractor: None for a real change; otherwise what differs instead ("lighting", "shift",
         "noise", "viewpoint").
-    gold: the synthetic benchmark's per-change records (type, kind, colour, boxes, sentence index).
+    gold: per-change records where the dataset has them: the synthetic benchmark's (type, kind,
+        colour, new_colour, boxes, sentence index) or the rendered CLEVR set's ``gold.json`` (type,
+        object attributes, what changed, boxes). Boxes are (x, y, w, h) pixels.
+    image_size: (width, height) of the images when the dataset's settings say so (synthetic and
+        rendered sets), so gold boxes can be placed in the frame without opening an image.
     """
 
     id: str
@@ -56,6 +60,7 @@ class DatasetPair:
     change_types: tuple[str, ...] = ()
     distractor: str | None = None
     gold: tuple[dict[str, Any], ...] = ()
+    image_size: tuple[int, int] | None = None
 
     @property
     def sentences(self) -> tuple[str, ...]:
@@ -176,6 +181,7 @@ def read_spot_the_diff(root: Path, split: str, require_images: bool = True) -> D
         )
     gold = _read_gold(ann_dir / f"{split}_gold.json")
     image_dir = _spot_image_dir(root, ann_dir)
+    size = _synth_size(root, ann_dir)
     pairs = []
     for img_id, by_annotator in merged.items():
         record = gold.get(img_id, {})
@@ -191,6 +197,7 @@ def read_spot_the_diff(root: Path, split: str, require_images: bool = True) -> D
                 change_types=types,
                 distractor=distractor,
                 gold=changes,
+                image_size=size if record else None,
             )
         )
     result = _non_empty(pairs, source, split)
@@ -207,6 +214,16 @@ def _spot_image_dir(root: Path, ann_dir: Path) -> Path | None:
     for candidate in (root / "images", ann_dir.parent / "images", root / "resized_images"):
         if candidate.is_dir():
             return candidate
+    return None
+
+
+def _synth_size(root: Path, ann_dir: Path) -> tuple[int, int] | None:
+    """The synthetic benchmark's square image side, from its ``synth.json``."""
+    for folder in dict.fromkeys((root, ann_dir.parent)):
+        path = folder / "synth.json"
+        if path.is_file():
+            size = _read_json(path).get("size")
+            return (int(size), int(size)) if isinstance(size, (int, float)) else None
     return None
 
 
@@ -262,9 +279,44 @@ def _captions_by_number(path: Path) -> dict[int, tuple[str, ...]]:
     return out
 
 
+def _clevr_gold(root: Path) -> tuple[dict[int, dict[str, Any]], tuple[int, int] | None]:
+    """The rendered set's ``gold.json`` by scene number, and the image size from ``clevr.json``
+    (both ours, ``data/clevr_render.py``; the real release has neither: empty and None)."""
+    gold: dict[int, dict[str, Any]] = {}
+    if (root / "gold.json").is_file():
+        records = _read_json(root / "gold.json")
+        if not isinstance(records, dict):
+            raise DataError(f"{root / 'gold.json'}: expected an object of per-scene records")
+        for name, record in records.items():
+            number = _number_of(str(name))
+            if number is not None and isinstance(record, dict):
+                gold[number] = record
+    size = None
+    if (root / "clevr.json").is_file():
+        settings = _read_json(root / "clevr.json")
+        if isinstance(settings, dict) and {"width", "height"} <= set(settings):
+            size = (int(settings["width"]), int(settings["height"]))
+    return gold, size
+
+
+def _clevr_change(record: dict[str, Any]) -> tuple[dict[str, Any], ...]:
+    """A ``gold.json`` scene as the one change record of its change pair (the per-view object
+    lists and cameras stay in the file)."""
+    keys = ("type", "object", "new", "bbox_before", "bbox_after")
+    return (
+        ({k: record[k] for k in keys if k in record},)
+        if isinstance(record.get("type"), str)
+        else ()
+    )
+
+
 def read_clevr_change(root: Path, split: str, require_images: bool = True) -> Dataset:
     """Each index in ``splits.json`` gives two pairs: ``<n>`` (default vs semantic change, with
-    its change captions) and ``<n>_nc`` (default vs non-semantic distractor, "no change")."""
+    its change captions) and ``<n>_nc`` (default vs non-semantic distractor, "no change").
+
+    The rendered set's ``gold.json`` (when present) adds each change pair's gold change and
+    each distractor's kind ("viewpoint", "lighting" or "viewpoint+lighting"); without it every
+    distractor is "viewpoint", as in the real release (its distractors move the camera)."""
     splits_path = root / "splits.json"
     splits = _read_json(splits_path)
     if not isinstance(splits, dict) or split not in splits:
@@ -288,6 +340,7 @@ def read_clevr_change(root: Path, split: str, require_images: bool = True) -> Da
     default = _by_number((root / "images").glob("*.png"))
     semantic = _by_number((root / "sc_images").glob("*.png"))
     nonsemantic = _by_number((root / "nsc_images").glob("*.png"))
+    gold, size = _clevr_gold(root)
     pairs = []
     for raw in splits[split]:
         try:
@@ -306,7 +359,11 @@ def read_clevr_change(root: Path, split: str, require_images: bool = True) -> Da
                 before=default.get(n),
                 after=semantic.get(n),
                 annotations=tuple((c,) for c in change[n]),
-                change_types=(types[n],) if n in types else (),
+                change_types=(types[n],)
+                if n in types
+                else tuple(c["type"] for c in _clevr_change(gold.get(n, {}))),
+                gold=_clevr_change(gold.get(n, {})),
+                image_size=size,
             )
         )
         if n in no_change:
@@ -317,7 +374,8 @@ def read_clevr_change(root: Path, split: str, require_images: bool = True) -> Da
                     after=nonsemantic.get(n),
                     annotations=tuple((c,) for c in no_change[n]),
                     change_types=("distractor",),
-                    distractor="viewpoint",
+                    distractor=str(gold.get(n, {}).get("distractor") or "viewpoint"),
+                    image_size=size,
                 )
             )
     result = _non_empty(pairs, splits_path, split)
