@@ -202,7 +202,8 @@ PY
 
 # -- 6. paired bootstrap: is a CIDEr-D difference larger than the test split's noise? ----------
 "$PY" - "$WORK" "$DATA" <<'PY' > "$WORK/bootstrap.md"
-"""Paired bootstrap (10,000 resamples of the 100 test pairs) of per-pair CIDEr-D differences."""
+"""Paired bootstrap (10,000 resamples of the 100 test pairs) of per-pair CIDEr-D differences
+(spotdiff_cli.evaluate.paired_bootstrap, what `spotdiff eval --compare` runs)."""
 import json
 import sys
 from pathlib import Path
@@ -210,6 +211,7 @@ from pathlib import Path
 import numpy as np
 
 from spotdiff_cli.data import load_dataset
+from spotdiff_cli.evaluate import paired_bootstrap
 from spotdiff_cli.evaluate.metrics import score_captions
 
 work, root = Path(sys.argv[1]), sys.argv[2]
@@ -235,18 +237,15 @@ if (fix / "ddla/results.json").is_file():
     comparisons += [("single", fix / "ddla", work / "eval/capt"), ("single", fix / "ddla", fix / "ddla-uniform"),
                     ("single", fix / "ddla", fix / "capt-masked"), ("single", fix / "ddla", work / "eval/ddla"),
                     ("multi", fix / "ddla", work / "eval/capt-multi"), ("multi", fix / "ddla", fix / "ddla-uniform")]
-rng = np.random.default_rng(0)
-resample = rng.integers(0, len(ids), (10000, len(ids)))
 print("| protocol | A | B | CIDEr-D A − B | 95 % interval | share of resamples with A > B |\n|---|---|---|---:|---|---:|")
 cache = {}
 for protocol, a, b in comparisons:
     for run in (a, b):
         cache.setdefault((protocol, run), per_pair(run, protocol))
-    d = cache[(protocol, a)] - cache[(protocol, b)]
-    boots = d[resample].mean(axis=1)
+    boot = paired_bootstrap(cache[(protocol, a)], cache[(protocol, b)], resamples=10000, seed=0)
     name = lambda r: ("fixed " if "maskfix" in str(r) else "") + r.name
-    print(f"| {protocol} | {name(a)} | {name(b)} | {d.mean():+.3f} | [{np.percentile(boots, 2.5):+.3f}, "
-          f"{np.percentile(boots, 97.5):+.3f}] | {np.mean(boots > 0):.2f} |")
+    print(f"| {protocol} | {name(a)} | {name(b)} | {boot.difference:+.3f} | [{boot.low:+.3f}, "
+          f"{boot.high:+.3f}] | {boot.share_a_greater:.2f} |")
 PY
 
 # -- 7. tables ----------------------------------------------------------------------------------

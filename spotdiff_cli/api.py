@@ -45,6 +45,8 @@ def describe_video(sources: list, settings: Settings | None = None, **callbacks)
 _LAZY = {
     "evaluate_predictions": "spotdiff_cli.evaluate.protocols",
     "evaluate_model": "spotdiff_cli.evaluate.protocols",
+    "evaluate_runs": "spotdiff_cli.evaluate.runs",
+    "write_evaluation": "spotdiff_cli.evaluate.runs",
     "synthesize": "spotdiff_cli.data.synth",
     "render_clevr_change": "spotdiff_cli.data.clevr_render",
     "dataset_stats": "spotdiff_cli.data.stats",

@@ -20,16 +20,24 @@ def evaluate(
         "-d",
         help="Dataset folder; for --predictions its annotations/ folder is enough.",
     ),
-    predictions: Optional[Path] = typer.Option(
+    predictions: Optional[list[Path]] = typer.Option(
         None,
         "--predictions",
         "-p",
-        help="COCO-style [{image_id, caption}] or report JSON to score.",
+        help="COCO-style [{image_id, caption}] or report JSON to score; repeat for several runs (seeds) of one model.",
     ),
     model: Optional[str] = typer.Option(
         None, "--model", "-m", help="Captioner to run over the split (see `spotdiff models`)."
     ),
-    weights: Optional[str] = typer.Option(None, "--weights", help="Checkpoint for --model."),
+    weights: Optional[list[str]] = typer.Option(
+        None, "--weights", help="Checkpoint for --model; repeat for several runs (seeds)."
+    ),
+    compare: Optional[list[Path]] = typer.Option(
+        None,
+        "--compare",
+        help="Model B: its predictions file(s), or the --out folder of its own `spotdiff eval`; "
+        "adds a paired bootstrap of the differences.",
+    ),
     split: str = typer.Option("test", "--split", help="train, val or test."),
     format: str = typer.Option(
         "auto", "--format", help="auto, spot-the-diff, clevr-change, image-editing-request, jsonl."
@@ -62,12 +70,14 @@ def evaluate(
         help="Folder for results.json/md and config.json. \\[default: eval/<name>-<split>]",
     ),
 ) -> None:
-    """Score captions: BLEU-1..4, METEOR, ROUGE-L, CIDEr (single- and multi-sentence protocols)."""
-    from ..api import evaluate_model, evaluate_predictions, write_results
+    """Score captions: BLEU-1..4, METEOR, ROUGE-L, CIDEr (single- and multi-sentence protocols),
+    changed-only and distractor-only scores, per change type, change detection and attribute
+    accuracy; several runs as mean ± std, and --compare for a paired bootstrap."""
+    from ..api import evaluate_runs, write_evaluation
     from ..errors import UsageError
     from . import render
 
-    if (predictions is None) == (model is None):
+    if bool(predictions) == (model is not None):
         raise UsageError("give exactly one of --predictions FILE or --model NAME")
     protocols = {"single": ("single",), "multi": ("multi",), "both": ("single", "multi")}.get(
         protocol
@@ -75,41 +85,31 @@ def evaluate(
     if protocols is None:
         raise UsageError(f"--protocol must be single, multi or both, not '{protocol}'")
     metric_list = tuple(m.strip() for m in metrics.split(",") if m.strip()) if metrics else None
-    if predictions is not None:
-        result = evaluate_predictions(
-            predictions,
-            dataset,
-            split,
-            format,
-            protocols,
-            metric_list,
-            tokenizer,
-            breakdown,
-            allow_partial,
-        )
-        name = predictions.stem
-    else:
+    analysis = None
+    if model is not None and config is not None:
         from ..config import AnalysisConfig, load_yaml, resolve
 
-        analysis = AnalysisConfig()
-        if config is not None:
-            analysis = resolve(analysis, None, **load_yaml(config).get("analysis", {}))
-        result = evaluate_model(
-            model,
+        analysis = resolve(AnalysisConfig(), None, **load_yaml(config).get("analysis", {}))
+    with render.stage_progress() as progress:
+        evaluation = evaluate_runs(
             dataset,
             split,
-            weights,
-            device,
-            format,
-            analysis,
-            sentences,
-            limit,  # type: ignore[arg-type]
-            protocols,
-            metric_list,
-            tokenizer,
-            breakdown,
+            predictions=predictions or (),
+            model=model,
+            weights=weights or (),
+            compare_with=compare or (),
+            format=format,
+            protocols=protocols,
+            metrics=metric_list,
+            tokenizer=tokenizer,
+            breakdown=breakdown,
+            allow_partial=allow_partial,
+            device=device,
+            analysis=analysis,
+            max_sentences=sentences,
+            limit=limit,
+            progress=progress.update,
         )
-        name = model  # type: ignore[assignment]
-    folder = out or Path("eval") / f"{name}-{split}"
-    paths = write_results(result, folder)
-    render.print_eval_result(result, name, split, protocols, paths)
+    folder = out or Path("eval") / f"{evaluation.name}-{split}"
+    paths = write_evaluation(evaluation, folder)
+    render.print_evaluation(evaluation, protocols, paths)

@@ -186,47 +186,71 @@ def print_clips(methods: list[str], out: str) -> None:
     )
 
 
-def print_eval_result(
-    result: Any, name: str, split: str, protocols: tuple[str, ...], paths: dict[str, Any]
-) -> None:
-    """One table per protocol (groups x metrics, LenRatio for multi), then perplexity,
-    alignment precision, what was not computed and why, and where the files went."""
-    for proto in protocols:
-        rows = [r for r in result.results if r.protocol == proto]
-        names = list(dict.fromkeys(m for r in rows for m in r.scores))
-        table = Table(
-            title=f"{proto}-sentence protocol: {escape(name)} on {escape(split)} ({result.n_pairs} pairs)",
-            title_justify="left",
-        )
-        table.add_column("group")
-        table.add_column("pairs", justify="right")
-        for m in names:
-            table.add_column(m, justify="right")
-        if proto == "multi":
-            table.add_column("LenRatio", justify="right")
-        for r in rows:
-            cells = [f"{r.scores[m]:.4f}" if m in r.scores else "-" for m in names]
-            if proto == "multi":
-                cells.append(f"{r.len_ratio:.3f}" if r.len_ratio is not None else "-")
-            table.add_row(escape(r.group), str(r.n_pairs), *cells)
-        console.print(table)
-    if result.perplexity is not None:
-        console.print(f"perplexity: {result.perplexity:.3f}")
-    elif result.perplexity_note:
+def print_table(table: Any) -> None:
+    """An ``evaluate.tables.Table`` (plain strings) as a Rich table, its notes dim below it."""
+    rich = Table(title=escape(table.title), title_justify="left")
+    for i, column in enumerate(table.columns):
+        rich.add_column(escape(column), justify="right" if i >= table.right_from else "left")
+    for row in table.rows:
+        rich.add_row(*(escape(c) for c in row))
+    console.print(rich)
+    for note in table.notes:
+        console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
+
+
+def print_evaluation(evaluation: Any, protocols: tuple[str, ...], paths: dict[str, Any]) -> None:
+    """The tables of ``evaluate.tables`` (Table-2 and Table-5 forms per protocol, change
+    detection, attribute accuracy, the comparison), then perplexity, alignment precision, what
+    was not computed and why, notes, and where the files went."""
+    from ..evaluate.tables import tables
+
+    models = evaluation.models()
+    for table in tables(models, evaluation.split, protocols, evaluation.differences):
+        print_table(table)
+    runs = evaluation.runs
+    perplexities = [r.perplexity for r in runs if r.perplexity is not None]
+    if perplexities:
+        console.print("perplexity: " + ", ".join(f"{p:.3f}" for p in perplexities))
+    elif runs[0].perplexity_note:
         # Say n/a rather than print nothing: a missing line reads like a forgotten metric.
-        console.print(f"perplexity: n/a ({escape(result.perplexity_note)})")
-    if result.alignment_precision is not None:
+        console.print(f"perplexity: n/a ({escape(runs[0].perplexity_note)})")
+    aligned = [r for r in runs if r.alignment_precision is not None]
+    if aligned:
         console.print(
-            f"alignment precision: {result.alignment_precision:.3f} ({result.alignment_count} alignments)"
+            "alignment precision: "
+            + ", ".join(
+                f"{r.alignment_precision:.3f} ({r.alignment_count} alignments)" for r in aligned
+            )
         )
-    skipped = {k: v for r in result.results for k, v in r.skipped.items()}
+    skipped = {k: v for r in runs for p in r.results for k, v in p.skipped.items()}
     for metric, why in skipped.items():
         console.print(f"[dim]not computed: {escape(metric)}: {escape(why)}[/]")
-    for note in result.notes:
+    notes = [n for r in runs for n in r.notes] + list(evaluation.notes)
+    for note in dict.fromkeys(notes):
         console.print(f"[yellow]note:[/] {escape(note)}")
-    console.print(
-        f"[dim]wrote {escape(str(paths['json']))}, {escape(str(paths['markdown']))}, {escape(str(paths['config']))}[/]"
-    )
+    written = [str(p) for key, p in paths.items() if key in ("json", "markdown", "config")]
+    written += [str(p) for key, p in paths.items() if key.startswith("summary")]
+    console.print(f"[dim]wrote {escape(', '.join(written))}[/]", soft_wrap=True)
+
+
+def print_line(text: str) -> None:
+    """One plain line on stdout (escaped: paths may hold brackets)."""
+    console.print(escape(text), soft_wrap=True)
+
+
+def print_warning(label: str, text: str) -> None:
+    """ "label: text" with a yellow label, on stdout."""
+    console.print(f"[yellow]{escape(label)}:[/] {escape(text)}", soft_wrap=True)
+
+
+def print_statistics(title: str, rows: list[tuple[str, str]]) -> None:
+    """A two-column table: statistic, value (``spotdiff data stats``)."""
+    table = Table(title=escape(title), title_justify="left")
+    table.add_column("statistic")
+    table.add_column("value", justify="right")
+    for label, value in rows:
+        table.add_row(escape(label), escape(value))
+    console.print(table)
 
 
 def print_dim(text: str) -> None:

@@ -7,6 +7,9 @@
   tokens per reference description.
 * breakdowns (CLEVR-Change tables; DUDA+Aux Table 2): the same metrics on the pairs of each
   change type, on all changed pairs and on the distractor ("no change") pairs.
+* change detection and attribute accuracy (``judge.py``): does the prediction report a change
+  where there is one (and "no change" on distractors), and name the gold change's type, object,
+  colour and place.
 * perplexity: exp(total negative log-likelihood / total tokens) of the references, for models
   that expose ``log_likelihood(analysis, sentence) -> (nll, n_tokens)``; for any other model the
   result says "n/a" and why (``perplexity_note``) instead of leaving the reader guessing.
@@ -16,7 +19,8 @@
 
 ``evaluate_predictions`` scores a file and needs only the annotations; ``evaluate_model`` runs a
 captioner over a split first. Both return an ``EvalResult`` that ``write_results`` saves as
-JSON and Markdown next to the resolved settings.
+JSON and Markdown next to the resolved settings (``output.py``). Several runs (seeds) of one model
+and two models side by side are ``compare.py``'s.
 """
 
 from __future__ import annotations
@@ -32,7 +36,14 @@ from typing import Any
 from ..data.readers import Dataset, DatasetPair, load_dataset
 from ..errors import DataError, InputError, UsageError
 from ..geometry import box_iou
-from .metrics import DEFAULT_METRICS, ScoringSession, python_tokenize, score_captions
+from .judge import Detection, Judgement, PairJudgement, judge
+from .metrics import (
+    DEFAULT_METRICS,
+    MetricResult,
+    ScoringSession,
+    python_tokenize,
+    score_captions,
+)
 
 PROTOCOLS = ("single", "multi")
 ALIGNMENT_IOU = 0.3
@@ -51,6 +62,8 @@ class ProtocolResult:
     tokenizer: str
     skipped: dict[str, str] = field(default_factory=dict)
     len_ratio: float | None = None
+    # metric -> pair id -> that pair's score (not saved; the paired bootstrap reads it)
+    per_pair: dict[str, dict[str, float]] = field(default_factory=dict, repr=False)
 
 
 @dataclass
@@ -72,6 +85,10 @@ class EvalResult:
     settings: dict[str, Any] = field(default_factory=dict)
     predictions: Predictions = field(default_factory=dict)
     seconds: float = 0.0
+    detection: Detection | None = None
+    # attribute -> group ("all" or a change type) -> [right, judged]
+    attributes: dict[str, dict[str, list[int]]] = field(default_factory=dict)
+    judged: list[PairJudgement] = field(default_factory=list, repr=False)
 
     def get(self, protocol: str = "single", group: str = "all") -> ProtocolResult:
         for result in self.results:
@@ -81,57 +98,17 @@ class EvalResult:
 
     def to_dict(self, include_predictions: bool = False) -> dict[str, Any]:
         data = asdict(self)
+        data.pop("judged")  # judgements.json
+        for result in data["results"]:
+            result.pop("per_pair")
         if not include_predictions:
             data.pop("predictions")
         return data
 
-    def to_markdown(self) -> str:
-        lines = [
-            f"# Evaluation: {self.model or self.predictions_file} on {self.dataset} ({self.split})",
-            "",
-        ]
-        metrics = _metric_columns(self.results)
-        for protocol in PROTOCOLS:
-            rows = [r for r in self.results if r.protocol == protocol]
-            if not rows:
-                continue
-            extra = ["LenRatio"] if protocol == "multi" else []
-            lines += [f"## {protocol}-sentence protocol", ""]
-            lines.append("| group | pairs | " + " | ".join(metrics + extra) + " |")
-            lines.append("|---|---:|" + "---:|" * (len(metrics) + len(extra)))
-            for r in rows:
-                cells = [_fmt(r.scores.get(m)) for m in metrics]
-                if extra:
-                    cells.append(_fmt(r.len_ratio))
-                lines.append(f"| {r.group} | {r.n_pairs} | " + " | ".join(cells) + " |")
-            lines.append("")
-        if self.perplexity is not None:
-            lines.append(f"Perplexity: {self.perplexity:.3f}")
-        elif self.perplexity_note:
-            lines.append(f"Perplexity: n/a ({self.perplexity_note})")
-        if self.alignment_precision is not None:
-            lines.append(
-                f"Alignment precision: {self.alignment_precision:.3f} over {self.alignment_count} alignments"
-            )
-        skipped = {k: v for r in self.results for k, v in r.skipped.items()}
-        if skipped:
-            lines += ["", "Not computed:"] + [f"- {k}: {v}" for k, v in skipped.items()]
-        if self.notes:
-            lines += ["", "Notes:"] + [f"- {n}" for n in self.notes]
-        return "\n".join(lines) + "\n"
-
-
-def _metric_columns(results: Iterable[ProtocolResult]) -> list[str]:
-    seen: list[str] = []
-    for r in results:
-        for name in r.scores:
-            if name not in seen:
-                seen.append(name)
-    return seen
-
-
-def _fmt(value: float | None) -> str:
-    return "-" if value is None else f"{value:.4f}"
+    def attribute_accuracy(self, name: str, group: str = "all") -> float | None:
+        """Share of gold changes whose ``name`` (type, object, colour, place) was right."""
+        right, judged = self.attributes.get(name, {}).get(group, (0, 0))
+        return right / judged if judged else None
 
 
 # ----------------------------------------------------------------------------------------------
@@ -278,7 +255,13 @@ def single_sentence(
     refs, hyps = _single_inputs(pairs, predictions)
     result = score_captions(refs, hyps, metrics, tokenizer, session)
     return ProtocolResult(
-        "single", group, len(pairs), result.scores, result.tokenizer, result.skipped
+        "single",
+        group,
+        len(pairs),
+        result.scores,
+        result.tokenizer,
+        result.skipped,
+        per_pair=_per_pair(result),
     )
 
 
@@ -301,7 +284,12 @@ def multi_sentence(
         result.tokenizer,
         result.skipped,
         len_ratio=len_ratio(refs, hyps),
+        per_pair=_per_pair(result),
     )
+
+
+def _per_pair(result: MetricResult) -> dict[str, dict[str, float]]:
+    return {name: dict(zip(result.ids, values)) for name, values in result.per_item.items()}
 
 
 def len_ratio(references: dict[str, list[str]], hypotheses: dict[str, str]) -> float:
@@ -443,9 +431,11 @@ def score_dataset(
                             )
                         )
     if any(r.tokenizer == "python" for r in results):
+        why = "--tokenizer python" if tokenizer == "python" else "java not found"
         notes.append(
-            "java not found: Python tokenizer used instead of PTB; scores may differ slightly from published ones"
+            f"{why}: Python tokenizer used instead of PTB; scores may differ slightly from published ones"
         )
+    judgement: Judgement = judge(pairs, predictions)
     return EvalResult(
         dataset=str(dataset.root),
         format=dataset.format,
@@ -455,6 +445,9 @@ def score_dataset(
         notes=notes,
         predictions={p.id: predictions[p.id] for p in pairs},
         seconds=time.perf_counter() - start,
+        detection=judgement.detection,
+        attributes=judgement.attributes,
+        judged=judgement.pairs,
     )
 
 
@@ -583,22 +576,3 @@ def _nll_pair(value: Any) -> tuple[float, int]:
     """(nll, n_tokens) as plain numbers: trainable models may return 0-d tensors."""
     nll, n = value
     return float(nll), int(n)
-
-
-def write_results(result: EvalResult, out_dir: str | Path) -> dict[str, Path]:
-    """Save ``results.json``, ``results.md``, ``predictions.json`` (COCO style, one entry per
-    sentence) and ``config.json`` (the resolved settings) in ``out_dir``."""
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    paths = {
-        "json": out / "results.json",
-        "markdown": out / "results.md",
-        "predictions": out / "predictions.json",
-        "config": out / "config.json",
-    }
-    paths["json"].write_text(json.dumps(result.to_dict(), indent=2) + "\n")
-    paths["markdown"].write_text(result.to_markdown())
-    coco = [{"image_id": k, "caption": s} for k, sents in result.predictions.items() for s in sents]
-    paths["predictions"].write_text(json.dumps(coco, indent=1) + "\n")
-    paths["config"].write_text(json.dumps(result.settings, indent=2) + "\n")
-    return paths
