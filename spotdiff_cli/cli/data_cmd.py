@@ -17,30 +17,6 @@ data_app = typer.Typer(
 app.add_typer(data_app, name="data")
 
 
-def _progress(total_label: str):  # -> (Progress, callback)
-    """A Rich progress bar and a ``progress(done, total)`` callback that drives it."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
-
-    from .render import err_console
-
-    bar = Progress(
-        "[progress.description]{task.description}",
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeRemainingColumn(),
-        console=err_console,
-        transient=True,
-    )
-    tasks: dict[str, int] = {}
-
-    def update(stage: str, done: int, total: int) -> None:
-        if stage not in tasks:
-            tasks[stage] = bar.add_task(stage, total=total)
-        bar.update(tasks[stage], completed=done)
-
-    return bar, update
-
-
 @data_app.command("synth")
 @errors_to_exit
 def synth(
@@ -67,10 +43,9 @@ def synth(
 ) -> None:
     """Generate the synthetic change benchmark (images, captions, gold alignments)."""
     from ..api import synthesize
-    from .render import console
+    from . import render
 
-    bar, update = _progress("pairs")
-    with bar:
+    with render.stage_progress() as bar:
         summary = synthesize(
             out,
             pairs=pairs,
@@ -79,13 +54,13 @@ def synth(
             backgrounds=backgrounds,
             sprites=sprites,
             overwrite=overwrite,
-            progress=lambda d, t: update("generating", d, t),
+            progress=lambda d, t: bar.update("generating", d, t),
             distractor_rate=distractors,
             annotators=annotators,
             max_changes=max_changes,
         )
     splits = ", ".join(f"{k} {v}" for k, v in summary.splits.items())
-    console.print(
+    render.print_line(
         f"wrote {summary.pairs} pairs to {summary.out} ({splits}) in {summary.seconds:.1f} s "
         f"({summary.pairs_per_second:.0f} pairs/s)"
     )
@@ -117,14 +92,21 @@ def clevr(
 ) -> None:
     """Render a CLEVR-Change-style 3-D benchmark with Mitsuba (moved cameras, distractors)."""
     from ..api import render_clevr_change
+    from ..data.clevr_render import default_jobs, estimate_seconds, format_duration, scenes_done
     from ..errors import UsageError
-    from .render import console
+    from . import render
 
     width, _, height = size.lower().partition("x")
     if not (width.isdigit() and height.isdigit()):
         raise UsageError(f"--size must be WIDTHxHEIGHT, e.g. 320x240 (got '{size}')")
-    bar, update = _progress("scenes")
-    with bar:
+    left = pairs - (0 if overwrite else scenes_done(out, pairs))
+    processes = jobs or default_jobs()
+    seconds = estimate_seconds(left, int(width), int(height), spp, processes)
+    render.print_dim(
+        f"rendering {left} of {pairs} scenes with {processes} process(es): "
+        f"about {format_duration(seconds)} (docs/data.md); rerun the same command to resume"
+    )
+    with render.stage_progress() as bar:
         summary = render_clevr_change(
             out,
             pairs=pairs,
@@ -134,14 +116,14 @@ def clevr(
             spp=spp,
             jobs=jobs,
             overwrite=overwrite,
-            progress=lambda d, t: update("rendering", d, t),
+            progress=lambda d, t: bar.update("rendering", d, t),
             captions=captions,
             min_objects=min_objects,
             max_objects=max_objects,
         )
     splits = ", ".join(f"{k} {v}" for k, v in summary.splits.items())
     kept = f", {summary.skipped} already there" if summary.skipped else ""
-    console.print(
+    render.print_line(
         f"rendered {summary.rendered} scenes{kept} to {summary.out} ({splits}) in "
         f"{summary.seconds:.1f} s ({summary.scenes_per_second:.2f} scenes/s, {summary.jobs} processes)"
     )
@@ -163,10 +145,8 @@ def stats(
     ),
 ) -> None:
     """Dataset statistics as in Table 1 of the Spot-the-diff paper."""
-    from rich.table import Table
-
     from ..api import dataset_stats
-    from .render import console
+    from . import render
 
     result = dataset_stats(dataset, split or None, format)
     if markdown:
@@ -174,12 +154,7 @@ def stats(
     if as_json:
         typer.echo(json.dumps(result.to_dict(), indent=2))
         return
-    table = Table(title=f"{dataset} ({', '.join(result.splits)})", title_justify="left")
-    table.add_column("statistic")
-    table.add_column("value", justify="right")
-    for label, value in result.rows():
-        table.add_row(label, value)
-    console.print(table)
+    render.print_statistics(f"{dataset} ({', '.join(result.splits)})", result.rows())
 
 
 @data_app.command("prepare")
@@ -218,13 +193,12 @@ def prepare(
     only what changed is recomputed."""
     from ..api import prepare_dataset
     from ..config import AnalysisConfig, load_yaml, resolve
-    from .render import console
+    from . import render
 
     analysis = AnalysisConfig()
     if config is not None:
         analysis = resolve(analysis, None, **load_yaml(config).get("analysis", {}))
-    bar, update = _progress("pairs")
-    with bar:
+    with render.stage_progress() as bar:
         summary = prepare_dataset(
             dataset,
             split or None,
@@ -235,24 +209,24 @@ def prepare(
             batch_size,
             format,
             limit,
-            update,
+            bar.update,
             input_size=input_size,
         )
     for name in summary.invalidated:
-        console.print(f"[yellow]settings changed:[/] rebuilt cache/{name}")
+        render.print_warning("settings changed", f"rebuilt cache/{name}")
     for note in summary.notes:
-        console.print(f"[yellow]images changed:[/] {note}")
-    console.print(
+        render.print_warning("images changed", note)
+    render.print_line(
         f"analysis cache: {summary.computed} computed, {summary.reused} reused "
         f"({', '.join(f'{k} {v}' for k, v in summary.splits.items())}) in {dataset / 'cache'}"
     )
     if backbone:
-        console.print(
+        render.print_line(
             f"{backbone} features: {summary.features_computed} pair(s) computed, "
             f"{summary.features_reused} reused"
         )
     for path in summary.feature_files:
-        console.print(f"features: {path}")
+        render.print_line(f"features: {path}")
 
 
 @data_app.command("sprites")
@@ -278,7 +252,7 @@ def sprites(
 ) -> None:
     """Cut object sprites and an empty background out of a fixed-camera clip (for synth --sprites/--backgrounds)."""
     from ..api import cut_sprites
-    from .render import console
+    from . import render
 
     background, count = cut_sprites(
         video,
@@ -289,4 +263,4 @@ def sprites(
         threshold=threshold,
         backgrounds_out=backgrounds_out,
     )
-    console.print(f"wrote {count} {kind} sprite(s) and {background}")
+    render.print_line(f"wrote {count} {kind} sprite(s) and {background}")

@@ -281,6 +281,39 @@ def default_jobs() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+# Render cost, from ``benchmarks/clevr.py`` on this project's 2-core machine (docs/data.md):
+# one process renders 0.22 scenes/s at 320x240 and 16 spp and 0.39 at 8 spp, i.e. about 0.57 s
+# per scene plus 0.25 s per sample per pixel; the cost grows with the pixel count; two processes
+# were 1.74x one (0.87 per process: they share memory bandwidth with each other).
+SECONDS_PER_SCENE = 0.57
+SECONDS_PER_SAMPLE = 0.249
+PARALLEL_EFFICIENCY = 0.87
+
+
+def estimate_seconds(
+    scenes: int, width: int = 320, height: int = 240, spp: int = 16, jobs: int = 1
+) -> float:
+    """Roughly how long rendering ``scenes`` scenes takes with ``jobs`` processes (see above;
+    a busier or faster machine differs: it is an estimate to decide whether to wait)."""
+    per_scene = (SECONDS_PER_SCENE + SECONDS_PER_SAMPLE * spp) * (width * height) / (320 * 240)
+    return scenes * per_scene / max(1.0, jobs * PARALLEL_EFFICIENCY)
+
+
+def format_duration(seconds: float) -> str:
+    """ "40 s", "14 min", "2.2 h"."""
+    if seconds < 90:
+        return f"{seconds:.0f} s"
+    if seconds < 90 * 60:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def scenes_done(out: str | Path, pairs: int) -> int:
+    """How many of the first ``pairs`` scenes already have all three images in ``out``."""
+    out = Path(out)
+    return sum(not _missing(out, i) for i in range(pairs)) if out.is_dir() else 0
+
+
 def _missing(out: Path, index: int) -> tuple[str, ...]:
     return tuple(v for v in VIEW_FOLDERS if not _image_path(out, v, index).is_file())
 
