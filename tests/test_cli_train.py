@@ -92,6 +92,42 @@ def test_without_data_it_trains_on_the_default_synthetic_benchmark(
     assert (tmp_path / "runs" / f"{TINY}-synth-2" / "best.pt").is_file()  # a new run folder
 
 
+def test_data_clevr_renders_the_benchmark_once_into_the_cache(tmp_path: Path, monkeypatch) -> None:
+    """`--data clevr`: the rendered benchmark is made once into the cache (tiny here: the
+    default 3000 scenes take hours), saying first how long it will take; later runs reuse it."""
+    pytest.importorskip(
+        "mitsuba", reason="rendering needs Mitsuba 3: pip install 'spotdiff[render]'"
+    )
+    use_tiny_model()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.chdir(tmp_path)
+    # 20 scenes: the smallest count whose 5 % validation share rounds to a whole scene.
+    small = recipe(tmp_path, clevr_pairs=20, clevr_width=48, clevr_height=36, clevr_spp=1, epochs=1)
+    args = ["train", "--model", TINY, "--data", "clevr", "--recipe", str(small)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    shown = " ".join(result.output.split())
+    assert "--data clevr: rendering the CLEVR benchmark (20 scenes, 48x36, 1 spp)" in shown
+    assert "processes: about" in shown and "the same command resumes it" in shown
+    made = tmp_path / "cache" / "spotdiff" / "datasets" / "clevr-20x48x36-spp1-seed0"
+    assert (made / "gold.json").is_file() and len(list((made / "images").iterdir())) == 20
+    assert (made / "cache" / "features-efficientnet_lite0" / "train.npz").is_file()
+    assert (tmp_path / "runs" / f"{TINY}-clevr" / "best.pt").is_file()
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0 and "rendering" not in again.output
+    assert "using the rendered CLEVR benchmark" in again.output
+
+
+def test_clevr_render_time_is_estimated_from_the_benchmark() -> None:
+    from spotdiff_cli.data.clevr_render import estimate_seconds, format_duration
+
+    # docs/data.md: 0.22 scenes/s in one process, 0.38 with two (320x240, 16 spp).
+    assert 1 / estimate_seconds(1, jobs=1) == pytest.approx(0.22, abs=0.01)
+    assert 1 / estimate_seconds(1, jobs=2) == pytest.approx(0.38, abs=0.01)
+    assert format_duration(estimate_seconds(3000, jobs=2)) == "2.2 h"
+    assert estimate_seconds(10, 160, 120, 16, 1) == pytest.approx(estimate_seconds(10) / 4)
+
+
 @pytest.mark.slow
 def test_tiny_cpu_recipe_trains_ddla_and_caption_uses_it(
     tmp_path: Path, write_png, monkeypatch

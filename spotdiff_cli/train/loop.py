@@ -43,7 +43,7 @@ from ..captioners.vocab import Vocabulary
 from ..errors import OutputError, UsageError
 from . import distributed as dist
 from .batches import TrainingData, load_training_data, training_sentences
-from .recipes import DEFAULT_DATASET, TrainConfig
+from .recipes import CACHED_DATASETS, TrainConfig
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 Log = Callable[[str], None]  # one human-readable line
@@ -146,7 +146,7 @@ def train(
     started = time.perf_counter()
     info, device = start_processes(config, say)  # 0
     notes: list[str] = []  # 1
-    root = dataset_root(config, info, say, notes)
+    root = dataset_root(config, info, say, notes, progress)
     out = (
         prepare_out_dir(out_dir, resume, config, root) if info.is_main else Path(str(out_dir or ""))
     )
@@ -643,33 +643,42 @@ def _plain(value: Any) -> Any:
 
 
 def default_dataset_dir(config: TrainConfig) -> Path:
-    """Where the default synthetic benchmark lives: the user cache, keyed by its settings."""
+    """Where a cached benchmark ("synth" or "clevr") lives: the user cache, keyed by its settings."""
     from ..weights import user_cache_dir
 
-    return (
-        user_cache_dir()
-        / "datasets"
-        / f"synth-{config.synth_pairs}x{config.synth_size}-seed{config.synth_seed}"
-    )
+    if config.data == "clevr":
+        name = (
+            f"clevr-{config.clevr_pairs}x{config.clevr_width}x{config.clevr_height}"
+            f"-spp{config.clevr_spp}-seed{config.clevr_seed}"
+        )
+    else:
+        name = f"synth-{config.synth_pairs}x{config.synth_size}-seed{config.synth_seed}"
+    return user_cache_dir() / "datasets" / name
 
 
-def dataset_root(config: TrainConfig, info: dist.DistInfo, say: Log, notes: list[str]) -> Path:
+def dataset_root(
+    config: TrainConfig,
+    info: dist.DistInfo,
+    say: Log,
+    notes: list[str],
+    progress: Progress | None = None,
+) -> Path:
     """The dataset folder, with its preprocessing cache ready.
 
-    ``data == "synth"``: the default benchmark is generated once into the user cache
-    (``data/synth.py``) and prepared (``data/cache.py``); later runs reuse it. A real dataset
-    without a cache for the backbone is prepared in place (what ``spotdiff data prepare`` does).
-    Under torchrun only rank 0 does this work; the others wait.
+    ``data == "synth"`` (the default): the synthetic benchmark is generated once into the user
+    cache (``data/synth.py``, seconds). ``data == "clevr"``: the rendered CLEVR-Change-style
+    benchmark is rendered once into the user cache (``data/clevr_render.py``, hours: the
+    estimate is said first; an interrupted render resumes on the next run). Either is then
+    prepared (``data/cache.py``) and reused by later runs. A real dataset without a cache for
+    the backbone is prepared in place (what ``spotdiff data prepare`` does). Under torchrun only
+    rank 0 does this work; the others wait.
     """
     from ..data.cache import prepare_dataset
     from ..errors import DataError
 
-    root = (
-        default_dataset_dir(config)
-        if config.data == DEFAULT_DATASET
-        else Path(config.data).expanduser()
-    )
-    if config.data != DEFAULT_DATASET and not root.exists():
+    cached = config.data in CACHED_DATASETS
+    root = default_dataset_dir(config) if cached else Path(config.data).expanduser()
+    if not cached and not root.exists():
         raise DataError(
             f"dataset folder {root} not found; pass --data DIR (or leave it out for the synthetic benchmark)"
         )
@@ -678,7 +687,7 @@ def dataset_root(config: TrainConfig, info: dist.DistInfo, say: Log, notes: list
         (root / "cache" / f"features-{config.backbone}" / f"{s}.npz").is_file() for s in splits
     )
     if info.is_main and not ready:
-        if config.data == DEFAULT_DATASET and not (root / "synth.json").is_file():
+        if config.data == "synth" and not (root / "synth.json").is_file():
             from ..data.synth import synthesize
 
             message = (
@@ -694,15 +703,65 @@ def dataset_root(config: TrainConfig, info: dist.DistInfo, say: Log, notes: list
                 size=config.synth_size,
                 overwrite=True,
             )
+        if config.data == "clevr" and not (root / "gold.json").is_file():
+            render_default_clevr(config, root, info, say, notes, progress)
         say(f"preparing {root}: cluster analysis and {config.backbone} features (once per dataset)")
         prepare_dataset(
             root, splits, backbone=config.backbone, device=config.device, format=config.format
         )
-    elif config.data == DEFAULT_DATASET:
-        notes.append(f"no --data given: using the default synthetic benchmark in {root}")
+    elif cached:
+        which = "the default synthetic" if config.data == "synth" else "the rendered CLEVR"
+        notes.append(f"--data {config.data}: using {which} benchmark in {root}")
         say(notes[-1])
     dist.barrier(info)
     return root
+
+
+def render_default_clevr(
+    config: TrainConfig,
+    root: Path,
+    info: dist.DistInfo,
+    say: Log,
+    notes: list[str],
+    progress: Progress | None,
+) -> None:
+    """1. Render the "clevr" benchmark into ``root``, saying first how long it will take."""
+    from ..data.clevr_render import (
+        default_jobs,
+        estimate_seconds,
+        format_duration,
+        render_clevr_change,
+        scenes_done,
+    )
+
+    size = dict(width=config.clevr_width, height=config.clevr_height, spp=config.clevr_spp)
+    if info.enabled:
+        # The other processes would wait at a barrier far longer than its timeout.
+        raise UsageError(
+            f"--data clevr is not rendered yet: render it once without torchrun (spotdiff train "
+            f"--data clevr ..., or spotdiff data clevr --out {root} --pairs {config.clevr_pairs} "
+            f"--seed {config.clevr_seed}), then start the distributed run"
+        )
+    jobs = default_jobs()
+    done = scenes_done(root, config.clevr_pairs)
+    left = config.clevr_pairs - done
+    resumed = f", {done} already there" if done else ""
+    message = (
+        f"--data clevr: rendering the CLEVR benchmark ({config.clevr_pairs} scenes{resumed}, "
+        f"{config.clevr_width}x{config.clevr_height}, {config.clevr_spp} spp) into {root} with "
+        f"{jobs} processes: about {format_duration(estimate_seconds(left, jobs=jobs, **size))} "
+        f"(once; later runs reuse it; if interrupted, the same command resumes it)"
+    )
+    say(message)
+    notes.append(message)
+    render_clevr_change(
+        root,
+        pairs=config.clevr_pairs,
+        seed=config.clevr_seed,
+        jobs=jobs,
+        progress=(lambda d, t: progress("rendering CLEVR scenes", d, t)) if progress else None,
+        **size,
+    )
 
 
 def prepare_out_dir(
@@ -730,7 +789,7 @@ def prepare_out_dir(
             )
         out.mkdir(parents=True, exist_ok=True)
         return out
-    name = "synth" if config.data == DEFAULT_DATASET else (root.name or "data")
+    name = config.data if config.data in CACHED_DATASETS else (root.name or "data")
     base = Path("runs") / f"{config.model}-{name}"
     candidates = [base] + [base.with_name(f"{base.name}-{i}") for i in range(2, 1000)]
     if resume:
@@ -897,5 +956,6 @@ __all__ = [
     "validate",
     "prepare_out_dir",
     "default_dataset_dir",
+    "render_default_clevr",
     "dataset_root",
 ]

@@ -21,8 +21,11 @@ from ..errors import UsageError
 
 # The repository's recipe folder (a source checkout); an installed wheel falls back to defaults.
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "training"
-# What `spotdiff train --model M` trains on when no --data is given (see loop.default_dataset).
+# What `spotdiff train --model M` trains on when no --data is given (see loop.dataset_root).
 DEFAULT_DATASET = "synth"
+# Names --data accepts for a benchmark made once into the user cache instead of a folder:
+# "synth" (the 2-D synthetic benchmark, seconds) and "clevr" (the rendered 3-D one, hours).
+CACHED_DATASETS = ("synth", "clevr")
 
 
 @dataclass(frozen=True)
@@ -30,7 +33,7 @@ class TrainConfig:
     """Everything that decides a training run. See training/README.md for each recipe."""
 
     model: str = "ddla"
-    # Dataset folder, or "synth": the default synthetic benchmark generated once into the user cache.
+    # Dataset folder, or "synth" / "clevr": a benchmark generated once into the user cache.
     data: str = DEFAULT_DATASET
     format: str = "auto"
     train_split: str = "train"
@@ -39,6 +42,14 @@ class TrainConfig:
     synth_pairs: int = 1000
     synth_size: int = 224
     synth_seed: int = 0
+    # The rendered CLEVR-Change-style benchmark when data == "clevr" (rendered once, resumable):
+    # 3000 scenes = 6000 pairs (2550 / 150 / 300 scenes train / val / test), about 2.2 h on two
+    # cores at the renderer's default quality (docs/data.md).
+    clevr_pairs: int = 3000
+    clevr_width: int = 320
+    clevr_height: int = 240
+    clevr_spp: int = 16
+    clevr_seed: int = 0
     # Frozen backbone, features cached by `spotdiff data prepare` (as the papers do).
     backbone: str = "efficientnet_lite0"
     # true: batches carry images and the backbone is trained too (slower; its weights go into the
@@ -123,11 +134,14 @@ class TrainConfig:
 
 def default_recipe_path(model: str, data: str | None = None) -> Path | None:
     """The recipe `spotdiff train --model M` uses without ``--recipe``: ``training/M-synth.yaml``
-    for the default synthetic benchmark, ``training/M-spot-the-diff.yaml`` for a real dataset;
-    None when the file is not there (an installed wheel: the dataclass defaults apply)."""
-    stem = f"{model}-synth" if data in (None, DEFAULT_DATASET) else f"{model}-spot-the-diff"
-    path = RECIPES_DIR / f"{stem}.yaml"
-    return path if path.is_file() else None
+    for a cached benchmark ("synth", and "clevr" unless ``M-clevr.yaml`` exists: both are
+    templated captions over a small vocabulary), ``training/M-spot-the-diff.yaml`` for a real
+    dataset; None when the file is not there (an installed wheel: the dataclass defaults apply)."""
+    if data in (None, *CACHED_DATASETS):
+        stems = [f"{model}-{data}", f"{model}-synth"] if data else [f"{model}-synth"]
+    else:
+        stems = [f"{model}-spot-the-diff"]
+    return next((p for p in (RECIPES_DIR / f"{s}.yaml" for s in stems) if p.is_file()), None)
 
 
 def load_recipe(recipe: str | Path | None = None, **flags: Any) -> TrainConfig:
