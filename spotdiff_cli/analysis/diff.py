@@ -157,10 +157,16 @@ def is_relit(
     (>= ``min_correlation``). An object that appeared, left or moved breaks the correlation,
     and a repaint breaks it in some channel (red -> blue anti-correlates in R and B). Channels
     with almost no variance carry no evidence and are skipped; a flat region is never relit.
+
+    A shaded 3-D object repainted in a related colour (a red ball turned brown) keeps its
+    shading in every channel, so the correlations pass; its colour's direction in RGB does not
+    (18 degrees apart), while light of a new strength leaves it (within a few degrees).
     """
     b = before[region].astype(np.float32)
     a = after[region].astype(np.float32)
     if b.shape[0] < 16:
+        return False
+    if _colour_angle(np.median(b, axis=0), np.median(a, axis=0)) > _RELIT_ANGLE:
         return False
     judged = 0
     for c in range(3):
@@ -170,3 +176,18 @@ def is_relit(
         if float(np.corrcoef(b[:, c], a[:, c])[0, 1]) < min_correlation:
             return False
     return judged > 0
+
+
+# Median colours further apart than this (degrees between RGB vectors) are different paint,
+# not different light: white light of any strength keeps the direction; CLEVR's nearest colour
+# pair (red and brown) is 18 degrees apart.
+_RELIT_ANGLE = 10.0
+
+
+def _colour_angle(b: np.ndarray, a: np.ndarray) -> float:
+    """Degrees between two RGB colours (0 when either is black: no direction to compare)."""
+    nb, na = float(np.linalg.norm(b)), float(np.linalg.norm(a))
+    if nb < 1e-3 or na < 1e-3:
+        return 0.0
+    return float(np.degrees(np.arccos(np.clip(float(b @ a) / (nb * na), -1.0, 1.0))))
+
