@@ -35,6 +35,10 @@ class AnalysisConfig:
     # "search" = the paper's exhaustive shift search (with sub-pixel refinement), "phase" = OpenCV
     # phase correlation (faster on big shifts), "none" = trust the camera.
     align: str = "search"
+    # "auto" = the shift search, and when it leaves the view unexplained, feature matching and a
+    # homography for a camera that panned, tilted, rolled or zoomed (then regions that only
+    # parallax explains are not changes); "fixed" = the shift search alone (the paper's).
+    camera: str = "auto"
     # Largest camera shift searched, in pixels of the analysed image (work_size). 6 px at 640
     # covers the 3-4 px drift of the parking-lot clip at 768 px with room to spare.
     max_shift: int = 6
@@ -82,6 +86,7 @@ class AnalysisConfig:
                 self.align in ("search", "phase", "none"),
                 "--align must be one of search, phase, none",
             ),
+            (self.camera in ("auto", "fixed"), "--camera must be auto or fixed"),
             (0 <= self.max_shift <= 64, "--max-shift must be between 0 and 64 pixels"),
             (0 <= self.blur_sigma <= 10, "--blur must be between 0 and 10"),
             (0 < self.delta < 442, "--delta must be between 0 and 441 (the largest RGB distance)"),

@@ -69,6 +69,29 @@ class Alignment:
 
 
 @dataclass(frozen=True)
+class CameraMotion:
+    """How the camera moved between the frames, when a shift could not explain it (a panned,
+    tilted, rolled or zoomed camera; analysis/camera.py).
+
+    homography: (3, 3) row-major nested tuples; maps a before pixel (x, y, 1) to where the same
+        point of the dominant plane (the ground, a wall) is in the after image, analysed pixels.
+    dx, dy: how far the view's centre moved, analysed pixels: the before image's centre is at
+        (cx + dx, cy + dy) in the after image (the content moves opposite to the camera's turn).
+    rotation: degrees the content turned, clockwise on screen (the camera rolled the other way).
+    zoom: apparent size in the after image / in the before image (> 1: the camera zoomed in).
+    inliers / matches: feature matches that agree with the homography / all that were kept.
+    """
+
+    homography: tuple[tuple[float, float, float], ...]
+    dx: float
+    dy: float
+    rotation: float
+    zoom: float
+    inliers: int
+    matches: int
+
+
+@dataclass(frozen=True)
 class ChangeMask:
     """Pixel-level changes (Spot-the-diff §3.1).
 
@@ -155,6 +178,9 @@ class Analysis:
     # the analysis ran with (an ``AnalysisConfig``), for the report.
     original: Pair | None = None
     config: Any = None
+    # How the camera moved when the shift search could not explain the view (then ``pair.after``
+    # is warped onto the before frame by its homography); None for a fixed camera.
+    camera: CameraMotion | None = None
 
 
 @dataclass(frozen=True)

@@ -135,6 +135,13 @@ def compute_change_mask(
     return mask, corrected
 
 
+def lighting_correction(before: np.ndarray, after: np.ndarray, valid: np.ndarray) -> float:
+    """How much the global light changed: the mean grey-level change (over ``valid``) that the
+    fitted per-channel gains make to ``after``. before, after: (H, W, 3) uint8; valid: (H, W)."""
+    gains, offsets = fit_lighting(before, after, valid)
+    return _mean_correction(after, valid, gains, offsets)
+
+
 def _mean_correction(
     after: np.ndarray, valid: np.ndarray, gains: np.ndarray, offsets: np.ndarray
 ) -> float:
@@ -190,4 +197,3 @@ def _colour_angle(b: np.ndarray, a: np.ndarray) -> float:
     if nb < 1e-3 or na < 1e-3:
         return 0.0
     return float(np.degrees(np.arccos(np.clip(float(b @ a) / (nb * na), -1.0, 1.0))))
-

@@ -1,0 +1,227 @@
+"""The moved-camera path of the analysis: warp by the camera's homography, then decide object by
+object whether what still differs is a change or parallax.
+
+A homography maps one plane exactly. Everything standing off it (a cube on the floor, a parked
+car in front of a wall) lands a few pixels from where the homography puts it, so its outline
+still differs after the warp. Such a region is *explained by parallax*: some small local shift d
+maps the before image onto the after image over the whole region, in both directions - each
+changed before pixel finds its match in the after image, and each changed after pixel finds its
+match in the before image. An object that appeared, left, moved further than the parallax bound,
+or changed colour or material has no such shift, and stays a change.
+
+``follow_camera`` is called by ``analyse_pair`` only when the shift-aligned pair left clusters
+(or a whole-view change); it returns None when the camera did not move beyond a shift or when
+the homography does not explain more of the view than the shift did, and the shift-aligned
+analysis stands unchanged.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from ..config import AnalysisConfig
+from ..types import Alignment, CameraMotion, ChangeMask, Cluster
+from .camera import departure_from_shift, describe_motion, estimate_homography, warp_to_before
+from .cluster import clusters_from_labels, grid_dbscan
+from .diff import compute_change_mask, lighting_correction
+
+# The homography must depart from the found shift by this many analysed pixels somewhere in the
+# frame before the camera counts as moved: a fixed camera's drift is a shift, and sub-pixel
+# disagreements are only the fit's noise.
+_MIN_DEPARTURE = 2.0
+# ... and the warp must leave at most this share of the changed pixels the shift left.
+_BETTER = 0.75
+# Largest parallax shift searched per region, as a share of the frame's long side (10 px at 320):
+# the residual parallax of objects of CLEVR-Change's size after a plane's homography, well below
+# the ~30 px of its shortest moves.
+_PARALLAX_SHARE = 0.03
+# A region is explained when at the best local shift at most this share of its pixels (both
+# directions) still differ by more than delta.
+_UNEXPLAINED = 0.3
+
+# When the light changed: colour directions within this angle are the same surface lit
+# differently (CLEVR-Change's swung key light: ground and shading within 4-6 degrees; a new
+# colour, a grey floor under a coloured object, 15 degrees and more), and vectors shorter than
+# _DARK (RGB length) have no reliable direction.
+_LIGHT_ANGLE = 8.0
+_COS2 = float(np.cos(np.radians(_LIGHT_ANGLE)) ** 2)
+_DARK = 40.0
+# The mean correction (grey levels) of the global light fit above which the light changed enough
+# for shadows and shading to move (CLEVR-Change-style renders: same light <= 0.6, changed >= 5).
+_RELIT_LEVELS = 2.5
+
+RelitFilter = Callable[[np.ndarray, np.ndarray, list, AnalysisConfig], tuple[list, int]]
+
+
+@dataclass(frozen=True)
+class FollowedCamera:
+    """The analysis of a pair after warping by the camera's motion (full-frame arrays).
+
+    after: (H, W, 3) uint8, the after frame warped onto the before frame; corrected: the same
+    with the global lighting change removed; valid: (H, W) bool, the area both frames see.
+    clusters: the changes left after the relit and parallax checks, ids 0..K-1 by salience.
+    """
+
+    motion: CameraMotion
+    alignment: Alignment
+    after: np.ndarray
+    corrected: np.ndarray
+    valid: np.ndarray
+    mask: ChangeMask
+    clusters: list[Cluster]
+    parallax: int  # clusters dropped as parallax
+
+
+def follows_camera(config: AnalysisConfig) -> bool:
+    """Whether the settings let the analysis follow a moving camera: not with ``camera="fixed"``,
+    and not with ``align="none"`` (the user trusts the camera not to move at all)."""
+    return config.camera == "auto" and config.align != "none" and config.max_shift > 0
+
+
+def follow_camera(
+    before: np.ndarray,
+    after: np.ndarray,
+    alignment: Alignment,
+    shifted: ChangeMask,
+    config: AnalysisConfig,
+    drop_relit: RelitFilter,
+) -> FollowedCamera | None:
+    """Re-analyse a pair whose view moved beyond a shift; None when it did not.
+
+    before, after: (H, W, 3) uint8 RGB at the working size; alignment, shifted: the shift
+    search's result and the change mask it left; drop_relit: the relit-cluster filter of the
+    fixed-camera path (``analysis._drop_relit``), so both paths judge light alike.
+    """
+    estimate = estimate_homography(before, after)
+    if estimate is None:
+        return None
+    homography, inliers, matches = estimate
+    h, w = before.shape[:2]
+    if departure_from_shift(homography, alignment, h, w) < _MIN_DEPARTURE:
+        return None
+    warped, valid = warp_to_before(after, homography)
+    mask, corrected = compute_change_mask(before, warped, valid, config)
+    # The warp must explain the view better than the shift did (a big object crossing a fixed
+    # camera's view can carry enough features for a homography of its own; warping by it
+    # misaligns the rest of the frame, and this rejects it).
+    if (
+        mask.changed_fraction > config.scene_fraction
+        or mask.changed_fraction > _BETTER * shifted.changed_fraction
+    ):
+        return None
+    eps, min_samples = config.scaled_dbscan(h, w)
+    min_pixels = max(min_samples, int(config.min_cluster_fraction * h * w))
+    labels = grid_dbscan(mask.active, eps, min_samples)
+    clusters = clusters_from_labels(labels, mask, min_pixels=min_pixels)
+    clusters, relit_pixels = drop_relit(before, corrected, clusters, config)
+    if relit_pixels > 0.02 * h * w and not mask.lighting_changed:
+        mask = dataclasses.replace(mask, lighting_changed=True)
+    radius = max(2, round(_PARALLAX_SHARE * max(h, w)))
+    relit = lighting_correction(before, warped, valid) > _RELIT_LEVELS
+    kept = [
+        c
+        for c in clusters
+        if not explained_by_parallax(before, corrected, c.mask, radius, config, relit)
+    ]
+    motion = describe_motion(homography, h, w, inliers, matches)
+    return FollowedCamera(
+        motion=motion,
+        alignment=Alignment(motion.dx, motion.dy, alignment.score, "homography"),
+        after=warped,
+        corrected=corrected,
+        valid=valid,
+        mask=mask,
+        clusters=[dataclasses.replace(c, id=i) for i, c in enumerate(kept)],
+        parallax=len(clusters) - len(kept),
+    )
+
+
+def unexplained_share(
+    before: np.ndarray,
+    after: np.ndarray,
+    region: np.ndarray,
+    radius: int,
+    config: AnalysisConfig,
+    relit: bool = False,
+) -> tuple[float, tuple[int, int]]:
+    """The smallest share of a region's pixels that no local shift explains, and that shift.
+
+    before, after: (H, W, 3) uint8 RGB (after already warped and lighting-corrected);
+    region: (H, W) bool, one cluster's pixels. For each shift d with |dx|, |dy| <= radius, the
+    pixels p of region U (region - d) are compared, before(p) with after(p + d) (blurred as the
+    change mask is); a pixel is unexplained when their RGB distance exceeds delta. Using
+    region - d as well makes the test symmetric: what is new in the after image must have its
+    counterpart in the before image too, so a shift cannot hide an object that appeared.
+
+    relit: the light changed between the frames. Shading and shadows then move with it (a key
+    light that swings turns every shadow), and they change how bright a surface is, not its
+    colour: a pixel whose colour direction (the RGB vector's angle) stays within _LIGHT_ANGLE is
+    explained by the light. The price: a grey thing on a grey floor cannot be told from a
+    shadow while the light changes.
+    """
+    h, w = region.shape
+    ys, xs = np.nonzero(region)
+    if ys.size == 0:
+        return 0.0, (0, 0)
+    pad = radius + 2
+    y0, y1 = max(0, ys.min() - pad), min(h, ys.max() + 1 + pad)
+    x0, x1 = max(0, xs.min() - pad), min(w, xs.max() + 1 + pad)
+    sigma = config.blur_sigma
+    crop_b = _blur(before[y0:y1, x0:x1], sigma)
+    crop_a = _blur(after[y0:y1, x0:x1], sigma)
+    inside = region[y0:y1, x0:x1]
+    ch, cw = inside.shape
+    best, best_shift = 1.0, (0, 0)
+    delta2 = config.delta**2
+    for dy in range(-radius, radius + 1):
+        for dx in range(-radius, radius + 1):
+            # p runs over the part of the crop where p and p + d both lie in it.
+            rows, cols = slice(max(0, -dy), ch - max(0, dy)), slice(max(0, -dx), cw - max(0, dx))
+            rows_d = slice(rows.start + dy, rows.stop + dy)
+            cols_d = slice(cols.start + dx, cols.stop + dx)
+            judged = inside[rows, cols] | inside[rows_d, cols_d]  # region U (region - d)
+            n = int(np.count_nonzero(judged))
+            if n == 0:
+                continue
+            b, a = crop_b[rows, cols], crop_a[rows_d, cols_d]
+            diff = b - a
+            bad = np.einsum("hwc,hwc->hw", diff, diff) > delta2
+            if relit:
+                bad &= ~_same_colour(b, a)
+            share = int(np.count_nonzero(bad & judged)) / n
+            if share < best:
+                best, best_shift = share, (dx, dy)
+    return best, best_shift
+
+
+def explained_by_parallax(
+    before: np.ndarray,
+    after: np.ndarray,
+    region: np.ndarray,
+    radius: int,
+    config: AnalysisConfig,
+    relit: bool = False,
+) -> bool:
+    """True when a small local shift explains the region (see ``unexplained_share``)."""
+    return unexplained_share(before, after, region, radius, config, relit)[0] <= _UNEXPLAINED
+
+
+def _same_colour(b: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """(h, w) bool: the pixels of two (h, w, 3) float images whose RGB vectors point the same
+    way (within _LIGHT_ANGLE), both bright enough for a direction to mean something."""
+    dot = np.einsum("hwc,hwc->hw", b, a)
+    nb, na = np.einsum("hwc,hwc->hw", b, b), np.einsum("hwc,hwc->hw", a, a)
+    bright = (nb > _DARK**2) & (na > _DARK**2)
+    # cos(angle) > cos(limit), squared to avoid the square roots (dot is positive for RGB).
+    return bright & (dot * dot > _COS2 * nb * na)
+
+
+def _blur(image: np.ndarray, sigma: float) -> np.ndarray:
+    if sigma > 0:
+        image = cv2.GaussianBlur(image, (0, 0), sigma)
+    return image.astype(np.float32)
