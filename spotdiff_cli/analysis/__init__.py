@@ -16,6 +16,7 @@ from ..types import Analysis, Frame, Pair
 from .align import apply_shift, estimate_alignment
 from .cluster import clusters_from_labels, grid_dbscan
 from .diff import compute_change_mask, is_relit
+from .viewpoint import follow_camera, follows_camera
 
 __all__ = ["analyse_pair", "make_pair", "resize_for_analysis"]
 
@@ -136,7 +137,19 @@ def analyse_pair(
         # A sizeable relit area is itself worth saying, even when the global gain did not move.
         if relit_pixels > 0.02 * h * w and not mask.lighting_changed:
             mask = dataclasses.replace(mask, lighting_changed=True)
-    timings["cluster"] = time.perf_counter() - t3
+    t4 = time.perf_counter()
+    timings["cluster"] = t4 - t3
+
+    camera = None
+    if follows_camera(config) and watched is None and (clusters or scene_changed):
+        # Something is left that a shift does not explain: did the camera itself move? (Quiet
+        # pairs of a fixed camera never get here, so they pay nothing for the question.)
+        followed = follow_camera(before, after, alignment, mask, config, _drop_relit)
+        if followed is not None:
+            camera, alignment, scene_changed = followed.motion, followed.alignment, False
+            after_aligned, corrected, valid = followed.after, followed.corrected, followed.valid
+            mask, clusters = followed.mask, followed.clusters
+        timings["camera"] = time.perf_counter() - t4
 
     analysed = Pair(
         Frame(before, pair.before.source, pair.before.timestamp, pair.before.index),
@@ -155,6 +168,7 @@ def analyse_pair(
         timings=timings,
         original=pair,
         config=config,
+        camera=camera,
     )
 
 
