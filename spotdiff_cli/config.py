@@ -147,6 +147,13 @@ class VideoConfig:
     # diagonal) in samples no more than `merge_gap` samples apart form one event.
     merge_distance: float = 0.08
     merge_gap: int = 1
+    # While a change goes on over consecutive samples, describe it (full analysis and
+    # captions) at most once per `describe_every` of video; the samples between still take the
+    # first look, so an event starts and ends on the exact sample, and they continue the open
+    # events with the last description. A motion detector's "every frame" costs a motion
+    # detector's time this way: at 25 fps, one pair in five is described. Sampling as sparse
+    # as this or sparser describes every changed sample; "0s" always does.
+    describe_every: str = "0.2s"
     # Regions: "x,y,w,h" boxes to watch (any number) and/or a mask image (white = watch).
     roi: tuple[str, ...] = ()
     mask: str | None = None
@@ -218,6 +225,7 @@ class VideoConfig:
             ("--pad-after", self.pad_after),
             ("--min-length", self.min_length),
             ("--max-visit", self.max_visit),
+            ("--describe-every", self.describe_every),
         ):
             parse_time(value, what=option)
         if self.time_pattern:

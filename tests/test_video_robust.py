@@ -293,3 +293,37 @@ def test_two_video_runs_on_one_out_folder_one_wins_the_other_says_so(clip, tmp_p
     loser = errors[codes.index(1)]
     assert "being written by another spotdiff run" in loser or "already exists" in loser, loser
     assert json.loads((out / "timeline.json").read_text())["complete"] is True
+
+
+def _intervals(data: dict) -> list[tuple]:
+    return [(e["start"], e["end"], e["noun"]) for e in data["sources"][0]["events"]]
+
+
+def test_describing_every_frame_and_every_slot_find_the_same_intervals(clip):
+    # --describe-every only spares the pairs inside a change going on: every event still starts
+    # and ends on the sample where the change did, with far fewer pairs analysed.
+    def run(describe_every: str) -> dict:
+        video = VideoConfig(every="1f", describe_every=describe_every)
+        return _run(clip, Settings(video=video, caption=CaptionConfig(recognise=True)))
+
+    every_pair, slotted = run("0s"), run("0.3s")
+    assert len(_intervals(every_pair)) >= 3
+    assert _intervals(slotted) == _intervals(every_pair)
+    assert slotted["sources"][0]["samples"] == every_pair["sources"][0]["samples"]
+    analysed = (
+        slotted["sources"][0]["pairs_analysed"],
+        every_pair["sources"][0]["pairs_analysed"],
+    )
+    assert analysed[0] < 0.7 * analysed[1], analysed
+
+
+def test_a_run_resumed_inside_a_slot_matches_an_uninterrupted_one(clip):
+    settings = Settings(
+        video=VideoConfig(every="1f", describe_every="0.5s"), caption=CaptionConfig(recognise=True)
+    )
+    full = _run(clip, settings)
+    for stop_after in (6, 13, 21, 33):
+        partial = _run(clip, settings, stop_after=stop_after)
+        resumed = _run(clip, settings, resume=timeline_from_dict(partial))
+        assert _events(resumed) == _events(full), f"stopped after {stop_after} samples"
+        assert resumed["sources"][0]["pairs_analysed"] == full["sources"][0]["pairs_analysed"]

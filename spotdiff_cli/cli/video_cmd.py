@@ -99,6 +99,13 @@ def video(
         help="An arrival and its departure within this are one event. \\[default: 10m]",
         rich_help_panel="Events",
     ),
+    describe_every: Optional[str] = typer.Option(
+        None,
+        "--describe-every",
+        help="Describe a change going on at most once per this much video; the samples "
+        "between still find where it starts and ends (0s: describe every one). \\[default: 0.2s]",
+        rich_help_panel="Events",
+    ),
     clips: Optional[bool] = typer.Option(
         None,
         "--clips/--no-clips",
@@ -181,6 +188,7 @@ def video(
                     pad_after=pad_after,
                     min_length=min_length,
                     max_visit=max_visit,
+                    describe_every=describe_every,
                     clips=clips,
                 ),
             ),

@@ -85,6 +85,16 @@ class TimeSpec:
         )
 
 
+def setting_seconds(value: str, what: str, fps: float | None) -> float:
+    """A duration setting (time syntax) in seconds, for a source of this frame rate; errors
+    name the option (``what``), e.g. "--min-length: 5f needs a known frame rate ..."."""
+    spec = parse_time(value, what=what)
+    try:
+        return spec.to_seconds(fps)
+    except UsageError as exc:
+        raise UsageError(f"{what}: {exc}") from exc
+
+
 def parse_time(value: str | float | int | TimeSpec, *, what: str = "time") -> TimeSpec:
     """Parse ``value`` (see the module docstring for the forms) into a :class:`TimeSpec`.
 

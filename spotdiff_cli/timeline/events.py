@@ -35,9 +35,8 @@ from typing import Any
 
 from ..captioners.words import article, region_name, region_phrase
 from ..config import VideoConfig
-from ..errors import UsageError
 from ..frames.base import TIME_EPS
-from ..frames.timecode import parse_time
+from ..frames.timecode import setting_seconds
 from ..types import BBox, Detection, Event, EventSentence
 
 _WHOLE_FRAME = ("lighting", "scene")
@@ -144,15 +143,6 @@ def _duration_words(seconds: float) -> str:
     return f"{hours} h {minutes} min" if minutes else f"{hours} h"
 
 
-def _seconds(value: str, what: str, fps: float | None) -> float:
-    """A duration setting (time syntax) in seconds; a frame count uses the source's frame rate."""
-    spec = parse_time(value, what=what)
-    try:
-        return spec.to_seconds(fps)
-    except UsageError as exc:
-        raise UsageError(f"{what}: {exc}") from exc
-
-
 class EventBuilder:
     """Feed detections sample by sample; take events as they become final (numbered, in start
     order). ``open`` lists everything not final yet (building, or closed and waiting for an
@@ -210,10 +200,10 @@ class EventBuilder:
             video.merge_distance,
             video.merge_gap,
             first_id,
-            pad_before=_seconds(video.pad_before, "--pad-before", fps),
-            pad_after=_seconds(video.pad_after, "--pad-after", fps),
-            min_length=_seconds(video.min_length, "--min-length", fps),
-            max_visit=_seconds(video.max_visit, "--max-visit", fps)
+            pad_before=setting_seconds(video.pad_before, "--pad-before", fps),
+            pad_after=setting_seconds(video.pad_after, "--pad-after", fps),
+            min_length=setting_seconds(video.min_length, "--min-length", fps),
+            max_visit=setting_seconds(video.max_visit, "--max-visit", fps)
             if video.compare in ("previous", "background")
             else 0.0,
             duration=last,

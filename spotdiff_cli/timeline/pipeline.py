@@ -29,7 +29,7 @@ from ..describer import PairDescriber
 from ..errors import SpotdiffError, UsageError
 from ..frames.base import TIME_EPS
 from ..frames.sources import open_source
-from ..frames.timecode import format_timecode, parse_every, parse_time
+from ..frames.timecode import format_timecode, parse_every, parse_time, setting_seconds
 from ..types import Analysis, BBox, Detection, Event, Frame, Report
 from .compare import (
     Comparator,
@@ -59,6 +59,8 @@ class Checkpoint:
 
     at: timestamp (s) of that sample. replay_from: timestamp of the oldest sample the
     comparison still needs. events / samples / analysed: the run's counts at that moment.
+    active / found: whether that sample passed the first look and whether the latest analysis
+    found something (what decides if the next changed sample is described; see ``_Cadence``).
     """
 
     at: float
@@ -66,6 +68,8 @@ class Checkpoint:
     events: int
     samples: int
     analysed: int
+    active: bool = False
+    found: bool = False
 
 
 @dataclass
@@ -175,6 +179,37 @@ def _sentence_box(report: Report, cluster_ids: tuple[int, ...], scale: float) ->
 
 
 @dataclass
+class _Cadence:
+    """Which changed samples are described (``--describe-every``).
+
+    A changed sample is analysed and captioned when it starts a change (the sample before it
+    was quiet, or the latest analysis found nothing), or when it is the first sample in a new
+    ``every``-long slot of video time; the changed samples in between carry the latest
+    description forward. Slots are fixed on the time axis, and the state is two flags that a
+    checkpoint records, so a resumed run makes the same choices as an uninterrupted one.
+
+    every: slot length in seconds; 0 describes every changed sample.
+    """
+
+    every: float
+    active: bool = False  # the previous sample passed the first look
+    found: bool = False  # the latest analysis found something to describe
+    last_time: float | None = None  # the previous sample's timestamp
+
+    def _slot(self, timestamp: float) -> int:
+        return int((timestamp + TIME_EPS) // self.every)
+
+    def describe(self, timestamp: float) -> bool:
+        """Should this changed sample be analysed (else it carries the last description)?"""
+        return (
+            self.every <= 0
+            or not (self.active and self.found)
+            or self.last_time is None
+            or self._slot(timestamp) != self._slot(self.last_time)
+        )
+
+
+@dataclass
 class _Sample:
     """One sample after the first look: the analysis of its pair when it changed enough."""
 
@@ -182,6 +217,11 @@ class _Sample:
     analysis: Analysis | None  # None: the first sample, a quiet pair, or a replayed one
     continues: bool  # the pair's before frame is the previous pair's after frame (hints carry)
     replaying: bool  # re-read to rebuild the comparison state of a resumed run
+    # Changed, but within the slot of a described one: the latest description goes on.
+    carried: bool = False
+    # The cadence after this sample (for a checkpoint taken here).
+    active: bool = False
+    found: bool = False
 
 
 class _Looker:
@@ -199,11 +239,15 @@ class _Looker:
         describer: PairDescriber,
         warnings: list[str],
         resume_at: Checkpoint | None,
+        describe_every: float = 0.0,
     ) -> None:
         self.video, self.analysis, self.watch, self.describer = video, analysis, watch, describer
         self.warnings, self.resume_at = warnings, resume_at
         self.comparator = Comparator(video, None)
         self.reference = reference
+        self.cadence = _Cadence(describe_every)
+        if resume_at is not None:
+            self.cadence.active, self.cadence.found = resume_at.active, resume_at.found
 
     def look(self, frames: Iterator[Frame]) -> Iterator[_Sample]:
         video, analysis = self.video, self.analysis
@@ -243,21 +287,31 @@ class _Looker:
             base = self.comparator.baseline()
             continues = base is not None and video.compare == "previous"
             result = None
+            carried = False
+            cadence = self.cadence
             if base is not None and not replaying:
                 base_thumb = (
                     previous_thumb
                     if video.compare == "previous" and previous_thumb is not None
                     else thumbnail(base[crop])
                 )
-                if changed_share(base_thumb, thumb, watch_thumb, analysis) >= video.lower:
+                if changed_share(base_thumb, thumb, watch_thumb, analysis) < video.lower:
+                    continues = False  # the next pair's before frame is not this pair's after frame
+                    cadence.active = False
+                elif cadence.describe(timestamp):
                     result = self.describer.analyse(
                         base, pixels, watch=watch_work, analysis=analysis
                     )
+                    cadence.active = True
+                    cadence.found = bool(result.clusters) or result.scene_changed
                 else:
-                    continues = False  # the next pair's before frame is not this pair's after frame
+                    carried = True
+            cadence.last_time = timestamp
             self.comparator.push(pixels)
             previous_thumb = thumb
-            yield _Sample(timestamp, result, continues, replaying)
+            yield _Sample(
+                timestamp, result, continues, replaying, carried, cadence.active, cadence.found
+            )
 
 
 def describe_source(
@@ -323,7 +377,17 @@ def describe_source(
         hints: tuple[Hint, ...] = ()
         seen_skips = 0
         index = -1
-        looker = _Looker(video, analysis, watch, reference, describer, result.warnings, resume_at)
+        looker = _Looker(
+            video,
+            analysis,
+            watch,
+            reference,
+            describer,
+            result.warnings,
+            resume_at,
+            describe_every=setting_seconds(video.describe_every, "--describe-every", info.fps),
+        )
+        last_described: tuple[list[Detection], Report | None] = ([], None)
         try:
             # Three stages on three threads: decoding, the pixel analysis of each changed pair,
             # and here the captions and events. Captions need the previous pair's recognition
@@ -335,7 +399,19 @@ def describe_source(
                     detections: list[Detection] = []
                     if not sample.continues:
                         hints = ()  # hints only carry over between consecutive pairs of one sequence
-                    if sample.analysis is not None:
+                    if sample.carried:
+                        # The change goes on inside the slot of the last described pair: its
+                        # sentences continue the open events, so each ends where the change did.
+                        said, report = last_described
+                        detections = [
+                            dataclasses.replace(
+                                d, time=timestamp, before_time=result.processed_until or timestamp
+                            )
+                            for d in said
+                        ]
+                        if detections and report is not None:
+                            reports[timestamp] = report
+                    elif sample.analysis is not None:
                         report = describer.caption(sample.analysis, hints=hints)
                         hints = _hints_from(report)
                         result.analysed += 1
@@ -359,6 +435,7 @@ def describe_source(
                             )
                         if detections:
                             reports[timestamp] = report
+                        last_described = (detections, report)
                     history.append(timestamp)
                     result.processed_until = timestamp
                     if sample.replaying:
@@ -377,6 +454,8 @@ def describe_source(
                             len(result.events),
                             result.samples,
                             result.analysed,
+                            sample.active,
+                            sample.found,
                         )
                     if len(source.stats.skipped) > seen_skips:
                         result.warnings.extend(source.stats.skipped[seen_skips:])
