@@ -160,14 +160,36 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
 _HINT_IOU = 0.5
 
 
+def _hint_for(hints: tuple[Hint, ...], bbox: tuple[int, int, int, int]) -> Hint | None:
+    """The earlier recognition that names this cluster: the hint it overlaps most (IoU of at
+    least ``_HINT_IOU``), else one it has travelled from - a box of similar size (within 2x
+    in area) whose centre is within half the hint's size of the cluster's centre. The second
+    rule follows a moving object over a few frames (``video --describe-every`` describes a
+    change in motion once per slot, by when a car has moved a fraction of its length)."""
+    if not hints:
+        return None
+    best = max(hints, key=lambda h: box_iou(h.bbox, bbox))
+    if box_iou(best.bbox, bbox) >= _HINT_IOU:
+        return best
+    x, y, w, h = bbox
+    cx, cy, area = x + w / 2, y + h / 2, max(1, w * h)
+    near = []
+    for hint in hints:
+        hx, hy, hw, hh = hint.bbox
+        dx, dy = abs(hx + hw / 2 - cx), abs(hy + hh / 2 - cy)
+        if dx <= hw / 2 and dy <= hh / 2 and 0.5 <= max(1, hw * hh) / area <= 2:
+            near.append((dx * dx + dy * dy, hint))
+    return min(near, key=lambda item: item[0])[1] if near else None
+
+
 def _recognise(analysis: Analysis, readings: list[Reading], hints: tuple[Hint, ...] = ()) -> None:
     """Fill in the nouns from the recognisers, on the image where each object is present - or
     from an earlier pair's recognition of the same place (``hints``), which costs nothing. The
     regions left are classified in one batch."""
     todo = []
     for reading in readings:
-        best = max(hints, key=lambda h: box_iou(h.bbox, reading.cluster.bbox), default=None)
-        if best is not None and box_iou(best.bbox, reading.cluster.bbox) >= _HINT_IOU:
+        best = _hint_for(hints, reading.cluster.bbox)
+        if best is not None:
             reading.noun, reading.recognised_by, reading.recognition_confidence = (
                 best.noun,
                 best.source,
