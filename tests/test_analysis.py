@@ -120,3 +120,22 @@ def test_different_sizes_are_resized_with_a_note(scene):
     pair = make_pair(Frame(scene, "a"), Frame(after, "b"))
     assert pair.after.pixels.shape == scene.shape
     assert "resized" in pair.notes[0]
+
+
+def test_dbscan_on_the_changed_area_alone_gives_the_whole_frame_labels():
+    # grid_dbscan works on the active pixels' bounding box (+eps); the labels, their numbering
+    # included, must be those of the whole frame.
+    from spotdiff_cli.analysis.cluster import _grid_dbscan, grid_dbscan
+
+    rng = np.random.default_rng(3)
+    for _ in range(30):
+        active = np.zeros((120, 200), bool)
+        for _ in range(int(rng.integers(1, 5))):
+            y, x = int(rng.integers(0, 120)), int(rng.integers(0, 200))
+            patch = rng.random((int(rng.integers(3, 40)), int(rng.integers(3, 40))))
+            region = active[y : y + patch.shape[0], x : x + patch.shape[1]]
+            region |= patch[: region.shape[0], : region.shape[1]] < rng.uniform(0.2, 0.9)
+        eps, min_samples = float(rng.uniform(2, 9)), int(rng.integers(3, 30))
+        assert np.array_equal(
+            grid_dbscan(active, eps, min_samples), _grid_dbscan(active, eps, min_samples)
+        )

@@ -40,8 +40,22 @@ def grid_dbscan(active: np.ndarray, eps: float, min_samples: int) -> np.ndarray:
     """
     h, w = active.shape
     labels = np.zeros((h, w), dtype=np.int32)
-    if not active.any():
+    rows, cols = np.flatnonzero(active.any(axis=1)), np.flatnonzero(active.any(axis=0))
+    if rows.size == 0:
         return labels
+    # Everything below happens within eps of an active pixel: work on their bounding box plus
+    # that margin (exact, and a person in a corner of a 640 px frame costs a corner's worth).
+    margin = int(np.ceil(eps)) + 2
+    y0, y1 = max(0, rows[0] - margin), min(h, rows[-1] + 1 + margin)
+    x0, x1 = max(0, cols[0] - margin), min(w, cols[-1] + 1 + margin)
+    labels[y0:y1, x0:x1] = _grid_dbscan(active[y0:y1, x0:x1], eps, min_samples)
+    return labels
+
+
+def _grid_dbscan(active: np.ndarray, eps: float, min_samples: int) -> np.ndarray:
+    """``grid_dbscan`` on a crop holding every active pixel (see there)."""
+    h, w = active.shape
+    labels = np.zeros((h, w), dtype=np.int32)
     act8 = active.astype(np.uint8)
     # 1. Neighbour counts within eps (disk convolution; OpenCV switches to a DFT for big kernels).
     counts = cv2.filter2D(
