@@ -15,6 +15,7 @@ pair left something unexplained, so a fixed camera pays nothing on quiet pairs.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import cv2
 import numpy as np
@@ -88,14 +89,33 @@ def _matched_points(
     )
 
 
-def estimate_homography(
-    before: np.ndarray, after: np.ndarray
-) -> tuple[np.ndarray, int, int] | None:
+@dataclass(frozen=True)
+class HomographyFit:
+    """One fit of the dominant plane's homography.
+
+    matrix: (3, 3) float64, after(matrix @ (x, y, 1)) ~ before(x, y), image px.
+    inliers / matches: matches that agree with it / all kept by the ratio test.
+    points_before, points_after: (N, 2) float64 matched points (image px), N = matches.
+    """
+
+    matrix: np.ndarray
+    inliers: int
+    matches: int
+    points_before: np.ndarray
+    points_after: np.ndarray
+
+    def shift_support(self, dx: float, dy: float, tolerance: float) -> int:
+        """How many matches a pure shift (dx, dy) explains within ``tolerance`` px: what the
+        fixed-camera model has to say against the homography's inliers."""
+        moved = self.points_before + np.array([dx, dy])
+        return int((np.linalg.norm(self.points_after - moved, axis=1) < tolerance).sum())
+
+
+def estimate_homography(before: np.ndarray, after: np.ndarray) -> HomographyFit | None:
     """The homography of the dominant plane from ``before`` to ``after``.
 
     before, after: (H, W, 3) uint8 RGB of equal size.
-    Returns (H (3, 3) float64 with after(H @ (x, y, 1)) ~ before(x, y), inliers, matches) in
-    image pixels, or None when too few features agree (a blank wall, a scene cut) or the fit
+    Returns the fit (image pixels), or None when too few features agree (a blank wall, a scene cut) or the fit
     is not a camera's motion (folded, mirrored, zoomed beyond reason).
     """
     channels_b, factor = _detection_channels(before)
@@ -121,7 +141,13 @@ def estimate_homography(
     h, w = before.shape[:2]
     if not plausible(homography, h, w):
         return None
-    return homography, inliers, len(pts_b)
+    return HomographyFit(
+        homography,
+        inliers,
+        len(pts_b),
+        pts_b.astype(np.float64) * factor,
+        pts_a.astype(np.float64) * factor,
+    )
 
 
 def plausible(homography: np.ndarray, height: int, width: int) -> bool:

@@ -26,7 +26,13 @@ import numpy as np
 
 from ..config import AnalysisConfig
 from ..types import Alignment, CameraMotion, ChangeMask, Cluster
-from .camera import departure_from_shift, describe_motion, estimate_homography, warp_to_before
+from .camera import (
+    HomographyFit,
+    departure_from_shift,
+    describe_motion,
+    estimate_homography,
+    warp_to_before,
+)
 from .cluster import clusters_from_labels, grid_dbscan
 from .diff import compute_change_mask, lighting_correction
 
@@ -34,8 +40,16 @@ from .diff import compute_change_mask, lighting_correction
 # frame before the camera counts as moved: a fixed camera's drift is a shift, and sub-pixel
 # disagreements are only the fit's noise.
 _MIN_DEPARTURE = 2.0
-# ... and the warp must leave at most this share of the changed pixels the shift left.
+# ... and the warp must leave at most this share of the changed pixels the shift left, or, when
+# the homography explains _MORE_INLIERS times the matches that the shift explains (within
+# _SHIFT_TOLERANCE px), no more than _NOT_WORSE times them.
 _BETTER = 0.75
+_MORE_INLIERS = 2.0
+_SHIFT_TOLERANCE = 3.0
+_NOT_WORSE = 1.1
+# With a fixed camera (whose light changed), the local shifts searched: the shift search's
+# sub-pixel residue, not a moving object's step.
+_FIXED_RADIUS = 2
 # Largest parallax shift searched per region, as a share of the frame's long side (10 px at 320):
 # the residual parallax of objects of CLEVR-Change's size after a plane's homography, well below
 # the ~30 px of its shortest moves.
@@ -51,6 +65,10 @@ _UNEXPLAINED = 0.3
 _LIGHT_ANGLE = 8.0
 _COS2 = float(np.cos(np.radians(_LIGHT_ANGLE)) ** 2)
 _DARK = 40.0
+# A changed light explains a region only when neither image has more than this many times the
+# other's edge energy there (CLEVR-style moved shadows and re-shaded objects: 1.0-1.5; a car
+# arriving on asphalt or leaving it: 3-12).
+_SAME_STRUCTURE = 1.8
 # The mean correction (grey levels) of the global light fit above which the light changed enough
 # for shadows and shading to move (CLEVR-Change-style renders: same light <= 0.6, changed >= 5).
 _RELIT_LEVELS = 2.5
@@ -59,22 +77,24 @@ RelitFilter = Callable[[np.ndarray, np.ndarray, list, AnalysisConfig], tuple[lis
 
 
 @dataclass(frozen=True)
-class FollowedCamera:
-    """The analysis of a pair after warping by the camera's motion (full-frame arrays).
+class AlignedView:
+    """A pair's after frame brought onto the before frame, and what still differs (full-frame
+    arrays at the working size).
 
-    after: (H, W, 3) uint8, the after frame warped onto the before frame; corrected: the same
-    with the global lighting change removed; valid: (H, W) bool, the area both frames see.
-    clusters: the changes left after the relit and parallax checks, ids 0..K-1 by salience.
+    alignment: how (a shift, or "homography" with the view centre's displacement);
+    after: (H, W, 3) uint8, the after frame on the before frame's grid; corrected: the same
+    with the global lighting change removed; valid: (H, W) bool, the area both frames see;
+    mask / clusters: the changed pixels and their clusters, ids 0..K-1 by salience;
+    motion: the camera's motion when it moved beyond a shift, else None.
     """
 
-    motion: CameraMotion
     alignment: Alignment
     after: np.ndarray
     corrected: np.ndarray
     valid: np.ndarray
     mask: ChangeMask
     clusters: list[Cluster]
-    parallax: int  # clusters dropped as parallax
+    motion: CameraMotion | None = None
 
 
 def follows_camera(config: AnalysisConfig) -> bool:
@@ -86,32 +106,68 @@ def follows_camera(config: AnalysisConfig) -> bool:
 def follow_camera(
     before: np.ndarray,
     after: np.ndarray,
-    alignment: Alignment,
-    shifted: ChangeMask,
+    shifted: AlignedView,
     config: AnalysisConfig,
     drop_relit: RelitFilter,
-) -> FollowedCamera | None:
-    """Re-analyse a pair whose view moved beyond a shift; None when it did not.
+) -> AlignedView | None:
+    """Judge a pair that the shift search left with changes: did the camera move, and which
+    changes are only parallax or light? None when the shift-aligned analysis stands as it is.
 
-    before, after: (H, W, 3) uint8 RGB at the working size; alignment, shifted: the shift
-    search's result and the change mask it left; drop_relit: the relit-cluster filter of the
-    fixed-camera path (``analysis._drop_relit``), so both paths judge light alike.
+    before, after: (H, W, 3) uint8 RGB at the working size; shifted: the shift search's view;
+    drop_relit: the relit-cluster filter of the fixed-camera path (``analysis._drop_relit``),
+    so both paths judge light alike.
+
+    The camera moved: the warped view, whose clusters are kept only when no local shift
+    explains them (parallax). The camera stayed but the light changed: the shifted view with
+    the same test at a pixel or two (shadows and shading that only the light moved). Neither:
+    None - a fixed camera under a steady light is the paper's analysis, untouched.
     """
-    estimate = estimate_homography(before, after)
-    if estimate is None:
-        return None
-    homography, inliers, matches = estimate
     h, w = before.shape[:2]
-    if departure_from_shift(homography, alignment, h, w) < _MIN_DEPARTURE:
-        return None
-    warped, valid = warp_to_before(after, homography)
-    mask, corrected = compute_change_mask(before, warped, valid, config)
-    # The warp must explain the view better than the shift did (a big object crossing a fixed
-    # camera's view can carry enough features for a homography of its own; warping by it
-    # misaligns the rest of the frame, and this rejects it).
+    fit = estimate_homography(before, after)
+    moved = None
     if (
-        mask.changed_fraction > config.scene_fraction
-        or mask.changed_fraction > _BETTER * shifted.changed_fraction
+        fit is not None
+        and departure_from_shift(fit.matrix, shifted.alignment, h, w) >= _MIN_DEPARTURE
+    ):
+        moved = _warped_view(before, after, fit, shifted, config, drop_relit)
+    view = moved or shifted
+    relit = lighting_correction(before, view.after, view.valid) > _RELIT_LEVELS
+    if moved is None and not relit:
+        return None
+    radius = max(_FIXED_RADIUS, round(_PARALLAX_SHARE * max(h, w))) if moved else _FIXED_RADIUS
+    kept = [
+        c
+        for c in view.clusters
+        if not explained_by_parallax(before, view.corrected, c.mask, radius, config, relit)
+    ]
+    return dataclasses.replace(
+        view, clusters=[dataclasses.replace(c, id=i) for i, c in enumerate(kept)]
+    )
+
+
+def _warped_view(
+    before: np.ndarray,
+    after: np.ndarray,
+    fit: HomographyFit,
+    shifted: AlignedView,
+    config: AnalysisConfig,
+    drop_relit: RelitFilter,
+) -> AlignedView | None:
+    """The view warped by the homography, with its mask and clusters (before the parallax
+    test); None when the warp does not explain the view better than the shift did."""
+    h, w = before.shape[:2]
+    warped, valid = warp_to_before(after, fit.matrix)
+    mask, corrected = compute_change_mask(before, warped, valid, config)
+    # A big object crossing a fixed camera's view can carry enough features for a homography
+    # of its own, and warping by it misaligns the rest of the frame. So: far fewer changed
+    # pixels than the shift left, or - when a changed light dominates them (moved shadows are
+    # as wrong after either) - far more feature matches than the shift explains and no more
+    # changed pixels.
+    ratio = mask.changed_fraction / max(shifted.mask.changed_fraction, 1e-9)
+    support = fit.shift_support(shifted.alignment.dx, shifted.alignment.dy, _SHIFT_TOLERANCE)
+    matches_say_moved = fit.inliers >= _MORE_INLIERS * max(support, 1)
+    if mask.changed_fraction > config.scene_fraction or not (
+        ratio <= _BETTER or (matches_say_moved and ratio <= _NOT_WORSE)
     ):
         return None
     eps, min_samples = config.scaled_dbscan(h, w)
@@ -121,23 +177,15 @@ def follow_camera(
     clusters, relit_pixels = drop_relit(before, corrected, clusters, config)
     if relit_pixels > 0.02 * h * w and not mask.lighting_changed:
         mask = dataclasses.replace(mask, lighting_changed=True)
-    radius = max(2, round(_PARALLAX_SHARE * max(h, w)))
-    relit = lighting_correction(before, warped, valid) > _RELIT_LEVELS
-    kept = [
-        c
-        for c in clusters
-        if not explained_by_parallax(before, corrected, c.mask, radius, config, relit)
-    ]
-    motion = describe_motion(homography, h, w, inliers, matches)
-    return FollowedCamera(
-        motion=motion,
-        alignment=Alignment(motion.dx, motion.dy, alignment.score, "homography"),
+    motion = describe_motion(fit.matrix, h, w, fit.inliers, fit.matches)
+    return AlignedView(
+        alignment=Alignment(motion.dx, motion.dy, shifted.alignment.score, "homography"),
         after=warped,
         corrected=corrected,
         valid=valid,
         mask=mask,
-        clusters=[dataclasses.replace(c, id=i) for i, c in enumerate(kept)],
-        parallax=len(clusters) - len(kept),
+        clusters=clusters,
+        motion=motion,
     )
 
 
@@ -207,8 +255,38 @@ def explained_by_parallax(
     config: AnalysisConfig,
     relit: bool = False,
 ) -> bool:
-    """True when a small local shift explains the region (see ``unexplained_share``)."""
-    return unexplained_share(before, after, region, radius, config, relit)[0] <= _UNEXPLAINED
+    """True when a small local shift explains the region (see ``unexplained_share``).
+
+    With a changed light, a region that only got brighter or darker is explained too - if it
+    kept its structure: a moved shadow on a plain floor or a re-shaded ball has as many edges
+    as before, a white car that arrived on grey asphalt (same colour direction) many more.
+    """
+    if unexplained_share(before, after, region, radius, config)[0] <= _UNEXPLAINED:
+        return True
+    return (
+        relit
+        and unexplained_share(before, after, region, radius, config, relit=True)[0] <= _UNEXPLAINED
+        and structure_ratio(before, after, region) <= _SAME_STRUCTURE
+    )
+
+
+def structure_ratio(before: np.ndarray, after: np.ndarray, region: np.ndarray) -> float:
+    """How many times more edge energy one image has than the other over ``region`` (>= 1).
+
+    before, after: (H, W, 3) uint8; region: (H, W) bool. Gradients of log-brightness, so a
+    surface lit twice as strongly has the same energy (light multiplies, the log subtracts).
+    """
+    ys, xs = np.nonzero(region)
+    y0, y1 = max(0, ys.min() - 3), min(region.shape[0], ys.max() + 4)
+    x0, x1 = max(0, xs.min() - 3), min(region.shape[1], xs.max() + 4)
+    near = cv2.dilate(region[y0:y1, x0:x1].astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    energies = []
+    for image in (before, after):
+        grey = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_RGB2GRAY).astype(np.float32)
+        log = np.log(cv2.GaussianBlur(grey, (0, 0), 1.0) + 8.0)  # +8: dark noise stays small
+        gx, gy = cv2.Sobel(log, cv2.CV_32F, 1, 0), cv2.Sobel(log, cv2.CV_32F, 0, 1)
+        energies.append(float(cv2.magnitude(gx, gy)[near].mean()) + 1e-6)
+    return max(energies) / min(energies)
 
 
 def _same_colour(b: np.ndarray, a: np.ndarray) -> np.ndarray:
