@@ -16,7 +16,7 @@ from ..types import Analysis, Frame, Pair
 from .align import apply_shift, estimate_alignment
 from .cluster import clusters_from_labels, grid_dbscan
 from .diff import compute_change_mask, is_relit
-from .viewpoint import follow_camera, follows_camera
+from .viewpoint import AlignedView, follow_camera, follows_camera
 
 __all__ = ["analyse_pair", "make_pair", "resize_for_analysis"]
 
@@ -144,11 +144,13 @@ def analyse_pair(
     if follows_camera(config) and watched is None and (clusters or scene_changed):
         # Something is left that a shift does not explain: did the camera itself move? (Quiet
         # pairs of a fixed camera never get here, so they pay nothing for the question.)
-        followed = follow_camera(before, after, alignment, mask, config, _drop_relit)
+        shifted = AlignedView(alignment, after_aligned, corrected, valid, mask, clusters)
+        followed = follow_camera(before, after, shifted, config, _drop_relit)
         if followed is not None:
-            camera, alignment, scene_changed = followed.motion, followed.alignment, False
+            camera, alignment = followed.motion, followed.alignment
             after_aligned, corrected, valid = followed.after, followed.corrected, followed.valid
             mask, clusters = followed.mask, followed.clusters
+            scene_changed = scene_changed and camera is None
         timings["camera"] = time.perf_counter() - t4
 
     analysed = Pair(
