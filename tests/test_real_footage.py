@@ -8,7 +8,7 @@ from conftest import media, video_frame
 from spotdiff_cli import api
 from spotdiff_cli.frames import load_image
 
-OBJECT_KINDS = {"appeared", "disappeared", "moved", "colour", "changed"}
+OBJECT_KINDS = {"appeared", "disappeared", "moved", "colour", "material", "changed"}
 
 
 def test_tiger_one_added_region_top_right():

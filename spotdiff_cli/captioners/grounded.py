@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 
 from ..geometry import box_iou
-from ..types import Analysis, Cluster, Sentence
+from ..types import Analysis, CameraMotion, Cluster, Sentence
 from .base import Captioner, DescribeOptions, Hint
 from .registry import register_captioner
 from .words import article, colour_name, noun_phrase, region_name, region_phrase, size_word
@@ -36,8 +36,40 @@ _EVENT_MARGIN = 8.0
 # ratio can be the same object moved.
 _MOVE_COLOUR = 22.0
 _MOVE_SIZE_RATIO = 2.2
+# A distinctive colour (chroma >= _CHROMA) matched within _MOVE_EXACT_COLOUR allows sizes up to
+# _MOVE_LOOSE_SIZE_RATIO apart: a shadow or a neighbour's parallax edge joins one half's cluster.
+_MOVE_EXACT_COLOUR = 12.0
+_MOVE_LOOSE_SIZE_RATIO = 4.0
 # Edge-structure correlation above which "both differ" is read as a colour change.
 _SAME_EDGES = 0.45
+# The object stayed in place (and changed colour or material) when its pixels before and after
+# overlap this much (IoU) and the edges around them correlate this much: on CLEVR-style renders
+# colour and material changes overlap 0.53-0.95, objects added beside another 0.08-0.42.
+_SAME_PLACE = 0.5
+_SAME_PLACE_EDGES = 0.3
+# A pixel of the region belongs to the object in an image when inpainting from the surroundings
+# misses it by more than this (Lab units); a plain floor's noise and gradient stay below 10.
+_FOREGROUND = 18.0
+# Colour words and the colour / material decision come from the object's pixels when they are
+# at least this share of the region (else from the whole region, as a flat box's are).
+_MIN_OBJECT_SHARE = 0.15
+# Two colours are the same hue within this angle of Lab's (a, b) plane when both are at least
+# this colourful (chroma); greys below _GREY_CHROMA have no hue. CLEVR's nearest hues (red and
+# brown, cyan and blue) are 30+ degrees apart; a matte and a metal object of one colour stay
+# within 15.
+_HUE_ANGLE = 25.0
+_CHROMA = 12.0
+_GREY_CHROMA = 7.0
+# One cluster holds a short move when the part where only the before image has an object and
+# the part where only the after image has one are of similar size (_MOVE_SIZE_RATIO), the same
+# hue (greys: lightness within _MOVE_LIGHTNESS), and their centres _MOVE_APART object sizes
+# apart. Parts smaller than _MIN_PART pixels are noise.
+_MOVE_APART = 0.35
+_MOVE_LIGHTNESS = 30.0
+_MIN_PART = 12
+# A change whose object pixels are this many times more often new than vanished (or the
+# reverse) is an arrival (a departure), even when the rest of its cluster is undecided.
+_ONE_SIDED = 3.0
 
 
 @dataclass
@@ -45,7 +77,7 @@ class Reading:
     """What the captioner measured about one cluster."""
 
     cluster: Cluster
-    event: str  # appeared | disappeared | colour | changed
+    event: str  # appeared | disappeared | colour | material | moved | changed
     contrast_before: float
     contrast_after: float
     colour_before: str = ""
@@ -55,6 +87,9 @@ class Reading:
     noun: str = "object"
     recognised_by: str = ""
     recognition_confidence: float = 0.0
+    # For a move seen inside one cluster: the object's box before and after (analysed px).
+    box_before: tuple[int, int, int, int] | None = None
+    box_after: tuple[int, int, int, int] | None = None
 
 
 def _crop_box(
@@ -71,26 +106,35 @@ def _lab_stats(lab: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, float]:
     return np.median(pixels, axis=0), float(pixels[:, 0].std())
 
 
-def _inpaint_residual(crop: np.ndarray, region: np.ndarray) -> float:
+def _inpaint_residual(crop: np.ndarray, region: np.ndarray) -> tuple[float, np.ndarray]:
     """How badly the region is predicted from its surroundings: inpaint it (OpenCV Telea) and
     take the mean Lab distance to the real pixels. Background continues its surroundings (low
     residual, even on a gradient or texture); an object does not (high residual).
 
-    crop: (h, w, 3) uint8 RGB; region: (h, w) bool.
+    crop: (h, w, 3) uint8 RGB; region: (h, w) bool. Returns the mean and the per-pixel
+    distances (h, w) float32 (0 outside the region): where in the region the object is.
     """
+    h, w = region.shape
     # Inpainting cost grows with the hole; a 96 px crop keeps it to a millisecond or two and
     # still separates an object from background.
     factor = 96 / max(crop.shape[:2])
+    small_region = region
     if factor < 1:
         size = (max(1, round(crop.shape[1] * factor)), max(1, round(crop.shape[0] * factor)))
         crop = cv2.resize(crop, size, interpolation=cv2.INTER_AREA)
-        region = cv2.resize(region.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST) > 0
-    filled = cv2.inpaint(crop, region.astype(np.uint8), 3, cv2.INPAINT_TELEA)
-    real = cv2.cvtColor(crop, cv2.COLOR_RGB2LAB).astype(np.float32)[region]
-    guess = cv2.cvtColor(filled, cv2.COLOR_RGB2LAB).astype(np.float32)[region]
-    if real.shape[0] == 0:
-        return 0.0
-    return float(np.linalg.norm(real - guess, axis=1).mean())
+        small_region = (
+            cv2.resize(region.astype(np.uint8), size, interpolation=cv2.INTER_NEAREST) > 0
+        )
+    filled = cv2.inpaint(crop, small_region.astype(np.uint8), 3, cv2.INPAINT_TELEA)
+    real = cv2.cvtColor(crop, cv2.COLOR_RGB2LAB).astype(np.float32)
+    guess = cv2.cvtColor(filled, cv2.COLOR_RGB2LAB).astype(np.float32)
+    errors = np.linalg.norm(real - guess, axis=2) * small_region
+    if not small_region.any():
+        return 0.0, np.zeros((h, w), np.float32)
+    mean = float(errors[small_region].mean())
+    if errors.shape != (h, w):
+        errors = cv2.resize(errors, (w, h), interpolation=cv2.INTER_LINEAR) * region
+    return mean, errors.astype(np.float32)
 
 
 def _edge_correlation(a: np.ndarray, b: np.ndarray, sel: np.ndarray) -> float:
@@ -109,7 +153,15 @@ def _edge_correlation(a: np.ndarray, b: np.ndarray, sel: np.ndarray) -> float:
 
 def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
     """Measure one cluster: how well each image's region is predicted by its surroundings,
-    the colours, and from those the event."""
+    where the object is in each image, its colours, and from those the event.
+
+    The object stayed (its pixels before and after overlap, with the same outline): a new hue
+    is a colour change, the same hue a material change (a matte ball turned metal keeps its
+    paint, not its shading and reflections). The same paint left one part of the cluster and
+    arrived in another: a short move. One image predicted by its surroundings and the other
+    not: appeared / disappeared. Else mostly new or mostly vanished object pixels decide, and
+    failing that, "changed".
+    """
     before = analysis.pair.before.pixels
     after = analysis.corrected_after
     height, width = before.shape[:2]
@@ -126,34 +178,155 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
         > 0
     )
     crop_b, crop_a = before[y0:y1, x0:x1], after[y0:y1, x0:x1]
-    c_before = _inpaint_residual(crop_b, region)
-    c_after = _inpaint_residual(crop_a, region)
+    raw_after = analysis.pair.after.pixels[y0:y1, x0:x1]
+    c_before, errors_b = _inpaint_residual(crop_b, region)
+    c_after, errors_a = _inpaint_residual(crop_a, region)
+    object_b = _object_pixels(errors_b, region)
+    object_a = _object_pixels(errors_a, region)
     lab_b = cv2.cvtColor(crop_b, cv2.COLOR_RGB2LAB).astype(np.float32)
     lab_a = cv2.cvtColor(crop_a, cv2.COLOR_RGB2LAB).astype(np.float32)
-    med_b, _ = _lab_stats(lab_b, region)
-    med_a, _ = _lab_stats(lab_a, region)
-    if c_after > max(_EVENT_RATIO * c_before, c_before + _EVENT_MARGIN):
+    med_b, med_a = _lab_stats(lab_b, object_b)[0], _lab_stats(lab_a, object_a)[0]
+    grey_b = cv2.cvtColor(crop_b, cv2.COLOR_RGB2GRAY)
+    grey_a = cv2.cvtColor(crop_a, cv2.COLOR_RGB2GRAY)
+    near = cv2.dilate(region.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
+    edges = _edge_correlation(grey_b, grey_a, near)
+    same_place = _overlap(errors_b > _FOREGROUND, errors_a > _FOREGROUND) >= _SAME_PLACE
+    split = _split(errors_b, errors_a)
+    box_before = box_after = None
+    if same_place and edges > _SAME_PLACE_EDGES:
+        # The object is where it was in both images, with its outline: its look changed.
+        event = "material" if _same_hue(med_b, med_a) else "colour"
+    elif split.is_move(lab_b, lab_a):
+        event, object_b, object_a = "moved", split.vacated, split.occupied
+        box_before, box_after = (_box(mask, x0, y0) for mask in (split.vacated, split.occupied))
+    elif c_after > max(_EVENT_RATIO * c_before, c_before + _EVENT_MARGIN):
         event = "appeared"
     elif c_before > max(_EVENT_RATIO * c_after, c_after + _EVENT_MARGIN):
         event = "disappeared"
+    elif edges > _SAME_EDGES and same_place:
+        event = "material" if _same_hue(med_b, med_a) else "colour"
+    elif edges > _SAME_EDGES and float(np.linalg.norm(med_b[1:] - med_a[1:])) > 15:
+        event = "colour"  # the same edges, another colour (a flat box repainted)
+    elif split.one_sided(after=True):
+        # Mostly new object pixels (an object set down beside another, whose parallax edge
+        # joined the cluster): it appeared, and the new pixels name it.
+        event, object_a = "appeared", split.occupied
+    elif split.one_sided(after=False):
+        event, object_b = "disappeared", split.vacated
     else:
-        grey_b = cv2.cvtColor(crop_b, cv2.COLOR_RGB2GRAY)
-        grey_a = cv2.cvtColor(crop_a, cv2.COLOR_RGB2GRAY)
-        near = cv2.dilate(region.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
-        same_shape = _edge_correlation(grey_b, grey_a, near) > _SAME_EDGES
-        chroma_shift = float(np.linalg.norm(med_b[1:] - med_a[1:]))
-        event = "colour" if same_shape and chroma_shift > 15 else "changed"
-    raw_after = analysis.pair.after.pixels[y0:y1, x0:x1]
+        event = "changed"
     return Reading(
         cluster=cluster,
         event=event,
         contrast_before=c_before,
         contrast_after=c_after,
-        colour_before=colour_name(crop_b[region]),
-        colour_after=colour_name(raw_after[region]),
-        lab_before=med_b,
-        lab_after=med_a,
+        colour_before=colour_name(crop_b[object_b]),
+        colour_after=colour_name(raw_after[object_a]),
+        lab_before=_lab_stats(lab_b, object_b)[0],
+        lab_after=_lab_stats(lab_a, object_a)[0],
+        box_before=box_before,
+        box_after=box_after,
     )
+
+
+def _box(mask: np.ndarray, x0: int, y0: int) -> tuple[int, int, int, int]:
+    """The bounding box of a crop's mask, in the full image (the crop starts at x0, y0)."""
+    x, y, w, h = cv2.boundingRect(mask.astype(np.uint8))
+    return int(x + x0), int(y + y0), int(w), int(h)
+
+
+def _object_pixels(errors: np.ndarray, region: np.ndarray) -> np.ndarray:
+    """(h, w) bool: the region's pixels that belong to the object (inpainting misses them),
+    or the whole region when too few do (a flat box's inside is inpainted from its own edge
+    colours at the crop's scale; its whole region is the object anyway)."""
+    found = errors > _FOREGROUND
+    if found.sum() >= max(12, _MIN_OBJECT_SHARE * region.sum()):
+        return found
+    return region
+
+
+def _chroma(lab: np.ndarray) -> float:
+    """How colourful a Lab colour (L, a, b with a, b offset by 128, as OpenCV's) is."""
+    return float(np.hypot(lab[1] - 128.0, lab[2] - 128.0))
+
+
+def _overlap(a: np.ndarray, b: np.ndarray) -> float:
+    """Intersection over union of two boolean masks (0 when both are empty)."""
+    union = int((a | b).sum())
+    return float((a & b).sum()) / union if union else 0.0
+
+
+def _same_hue(lab_b: np.ndarray, lab_a: np.ndarray) -> bool:
+    """Whether two median Lab colours have the same hue: both grey, or both colourful and
+    within _HUE_ANGLE of each other on the (a, b) plane. Lightness does not count: shading,
+    a metal's reflections and a matte finish change it without changing the paint."""
+    ab_b, ab_a = lab_b[1:] - 128.0, lab_a[1:] - 128.0
+    chroma_b, chroma_a = _chroma(lab_b), _chroma(lab_a)
+    if chroma_b < _GREY_CHROMA and chroma_a < _GREY_CHROMA:
+        return True
+    if min(chroma_b, chroma_a) < _CHROMA:
+        # One grey-ish, one colourful: a new colour, unless both are faint.
+        return max(chroma_b, chroma_a) < _CHROMA
+    cos = float(ab_b @ ab_a) / (chroma_b * chroma_a)
+    return float(np.degrees(np.arccos(np.clip(cos, -1.0, 1.0)))) <= _HUE_ANGLE
+
+
+@dataclass(frozen=True)
+class _Split:
+    """A cluster split by which image holds an object where: ``vacated`` (h, w) bool is
+    object-like in the before image only, ``occupied`` in the after image only (each clearly
+    more so than in the other image; what both show, or neither, is in neither)."""
+
+    vacated: np.ndarray
+    occupied: np.ndarray
+
+    def is_move(self, lab_b: np.ndarray, lab_a: np.ndarray) -> bool:
+        """Both parts there, of similar size and the same paint (lab: (h, w, 3) Lab crops),
+        their centres apart by more than _MOVE_APART of the object's size: one object left
+        one place for another within the cluster."""
+        small, big = sorted((int(self.vacated.sum()), int(self.occupied.sum())))
+        if small < _MIN_PART or big > _MOVE_SIZE_RATIO * small:
+            return False
+        paint_b = _lab_stats(lab_b, self.vacated)[0]
+        paint_a = _lab_stats(lab_a, self.occupied)[0]
+        if not _same_hue(paint_b, paint_a):
+            return False
+        # Greys have only their lightness to go by (a chromatic object's shading and shadow
+        # change its lightness from place to place; its hue stays).
+        grey = max(_chroma(paint_b), _chroma(paint_a)) < _CHROMA
+        if grey and abs(float(paint_b[0] - paint_a[0])) > _MOVE_LIGHTNESS:
+            return False
+        yb, xb = np.nonzero(self.vacated)
+        ya, xa = np.nonzero(self.occupied)
+        apart = float(np.hypot(xb.mean() - xa.mean(), yb.mean() - ya.mean()))
+        return apart >= _MOVE_APART * np.sqrt(big)
+
+    def one_sided(self, after: bool) -> bool:
+        """Whether (nearly) all of the change is new object pixels (after=True) or vanished
+        ones (after=False)."""
+        mine, other = (self.occupied, self.vacated) if after else (self.vacated, self.occupied)
+        n = int(mine.sum())
+        return n >= _MIN_PART and n >= _ONE_SIDED * int(other.sum())
+
+
+def _split(errors_b: np.ndarray, errors_a: np.ndarray) -> _Split:
+    """Split a cluster's region by its inpainting errors (h, w) in the two images. Each part is
+    its largest blob after an opening: the thin parallax edges of other objects that joined
+    the cluster fall away, the object's body stays."""
+    margin = _FOREGROUND / 2
+    return _Split(
+        vacated=_largest_blob((errors_b > _FOREGROUND) & (errors_b > errors_a + margin)),
+        occupied=_largest_blob((errors_a > _FOREGROUND) & (errors_a > errors_b + margin)),
+    )
+
+
+def _largest_blob(mask: np.ndarray) -> np.ndarray:
+    """(h, w) bool: the largest 8-connected component of ``mask`` opened by a 3x3 square."""
+    opened = cv2.morphologyEx(mask.astype(np.uint8), cv2.MORPH_OPEN, np.ones((3, 3), np.uint8))
+    n, labels, stats, _ = cv2.connectedComponentsWithStats(opened, connectivity=8)
+    if n <= 1:
+        return np.zeros(mask.shape, bool)
+    return labels == 1 + int(np.argmax(stats[1:, cv2.CC_STAT_AREA]))
 
 
 # A hint counts for a cluster when their boxes overlap this much (intersection over union).
@@ -227,7 +400,12 @@ def _pair_moves(readings: list[Reading]) -> list[tuple[Reading, Reading]]:
             ratio = max(g.cluster.n_active, n.cluster.n_active) / max(
                 1, min(g.cluster.n_active, n.cluster.n_active)
             )
-            if colour_gap < _MOVE_COLOUR and ratio < _MOVE_SIZE_RATIO:
+            distinctive = (
+                colour_gap < _MOVE_EXACT_COLOUR
+                and min(_chroma(g.lab_before), _chroma(n.lab_after)) >= _CHROMA
+            )
+            limit = _MOVE_LOOSE_SIZE_RATIO if distinctive else _MOVE_SIZE_RATIO
+            if colour_gap < _MOVE_COLOUR and ratio < limit:
                 candidates.append((colour_gap + 10 * np.log(ratio), g, n))
     candidates.sort(key=lambda item: item[0])
     used: set[int] = set()
@@ -238,6 +416,62 @@ def _pair_moves(readings: list[Reading]) -> list[tuple[Reading, Reading]]:
         used.update((g.cluster.id, n.cluster.id))
         moves.append((g, n))
     return moves
+
+
+def _move_sentence(
+    noun: str,
+    colour: str,
+    src_box: tuple[int, int, int, int],
+    dst_box: tuple[int, int, int, int],
+    ids: tuple[int, ...],
+    width: int,
+    height: int,
+) -> Sentence:
+    """ "the yellow object in the upper left moved to the lower right" (boxes in analysed px)."""
+    what = noun_phrase(noun, colour, size_word(src_box, width, height))
+    src = region_phrase(src_box, width, height)
+    dst = region_phrase(dst_box, width, height)
+    dst_name = region_name(dst_box, width, height)
+    text = f"the {what} {src} moved to the {dst_name}" if src != dst else f"the {what} {src} moved"
+    details = {"event": "moved", "noun": noun, "colour": colour, "from": src, "to": dst}
+    return Sentence(text, ids, 0.8, "moved", details)
+
+
+def camera_sentence(motion: CameraMotion, scale: float = 1.0) -> Sentence:
+    """ "the camera moved: it panned 14 px right, tilted 5 px down, rolled 2° anticlockwise and
+    zoomed in 6 %" - the parts that are big enough to see, in the original image's pixels.
+
+    The content moves opposite to the camera: when the view's centre went left (dx < 0) the
+    camera panned right; when the content turned clockwise on screen it rolled anticlockwise.
+    """
+    dx, dy = motion.dx * scale, motion.dy * scale
+    parts = []
+    if abs(dx) >= 1:
+        parts.append(f"panned {abs(dx):.0f} px {'right' if dx < 0 else 'left'}")
+    if abs(dy) >= 1:
+        parts.append(f"tilted {abs(dy):.0f} px {'down' if dy < 0 else 'up'}")
+    if abs(motion.rotation) >= 0.3:
+        turn = "anticlockwise" if motion.rotation > 0 else "clockwise"
+        parts.append(f"rolled {abs(motion.rotation):.1f}° {turn}")
+    if abs(motion.zoom - 1) >= 0.01:
+        parts.append(
+            f"zoomed {'in' if motion.zoom > 1 else 'out'} {abs(motion.zoom - 1) * 100:.0f} %"
+        )
+    if not parts:
+        text = "the camera moved slightly"
+    elif len(parts) == 1:
+        text = f"the camera moved: it {parts[0]}"
+    else:
+        text = f"the camera moved: it {', '.join(parts[:-1])} and {parts[-1]}"
+    details = {
+        "event": "camera",
+        "dx": round(dx, 1),
+        "dy": round(dy, 1),
+        "rotation": motion.rotation,
+        "zoom": motion.zoom,
+        "inliers": motion.inliers,
+    }
+    return Sentence(text, (), 0.9, "camera", details)
 
 
 class GroundedCaptioner(Captioner):
@@ -281,27 +515,21 @@ class GroundedCaptioner(Captioner):
         for gone, new in _pair_moves(readings):
             moved_ids.update((gone.cluster.id, new.cluster.id))
             noun = gone.noun if gone.noun != "object" else new.noun
-            what = noun_phrase(
-                noun, gone.colour_before, size_word(gone.cluster.bbox, width, height)
-            )
-            src = region_phrase(gone.cluster.bbox, width, height)
-            dst = region_phrase(new.cluster.bbox, width, height)
-            dst_name = region_name(new.cluster.bbox, width, height)
-            text = (
-                f"the {what} {src} moved to the {dst_name}"
-                if src != dst
-                else f"the {what} {src} moved"
-            )
-            details = {
-                "event": "moved",
-                "noun": noun,
-                "colour": gone.colour_before,
-                "from": src,
-                "to": dst,
-            }
             salience = gone.cluster.salience + new.cluster.salience
+            ids = (gone.cluster.id, new.cluster.id)
             items.append(
-                (salience, Sentence(text, (gone.cluster.id, new.cluster.id), 0.8, "moved", details))
+                (
+                    salience,
+                    _move_sentence(
+                        noun,
+                        gone.colour_before,
+                        gone.cluster.bbox,
+                        new.cluster.bbox,
+                        ids,
+                        width,
+                        height,
+                    ),
+                )
             )
 
         for r in readings:
@@ -315,11 +543,28 @@ class GroundedCaptioner(Captioner):
             elif r.event == "disappeared":
                 what = noun_phrase(r.noun, r.colour_before, size)
                 text = f"the {what} {where} is gone"
+            elif r.event == "moved" and r.box_before and r.box_after:
+                sentence = _move_sentence(
+                    r.noun,
+                    r.colour_before,
+                    r.box_before,
+                    r.box_after,
+                    (r.cluster.id,),
+                    width,
+                    height,
+                )
+                items.append((r.cluster.salience, sentence))
+                continue
             elif r.event == "colour":
                 what = noun_phrase(r.noun, "", size)
-                text = (
-                    f"the {what} {where} changed colour from {r.colour_before} to {r.colour_after}"
-                )
+                if r.colour_before and r.colour_after and r.colour_before != r.colour_after:
+                    text = f"the {what} {where} changed colour from {r.colour_before} to {r.colour_after}"
+                else:
+                    to = f" to {r.colour_after}" if r.colour_after else ""
+                    text = f"the {what} {where} changed colour{to}"
+            elif r.event == "material":
+                what = noun_phrase(r.noun, r.colour_before, size)
+                text = f"the {what} {where} kept its colour but changed material"
             else:
                 what = noun_phrase(r.noun, "", size)
                 text = (
@@ -346,6 +591,8 @@ class GroundedCaptioner(Captioner):
 
         items.sort(key=lambda item: -item[0])
         sentences = [s for _, s in items[: options.max_sentences]]
+        if analysis.camera is not None:
+            sentences.append(camera_sentence(analysis.camera, analysis.scale))
         if analysis.mask.lighting_changed:
             sentences.append(Sentence("the lighting changed", (), 0.9, "lighting"))
         if not sentences:
