@@ -244,8 +244,8 @@ def detection(judged: list[PairJudgement]) -> Detection:
                 counts = by_type.setdefault(t, [0, 0])
                 counts[0] += int(j.said_change)
                 counts[1] += 1
-        else:
-            counts = by_kind.setdefault(j.distractor or "no change", [0, 0])
+        elif j.distractor:  # unlabelled "no change" pairs (references only) have no kind
+            counts = by_kind.setdefault(j.distractor, [0, 0])
             counts[0] += int(not j.said_change)
             counts[1] += 1
     return Detection(
