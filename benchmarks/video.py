@@ -1,6 +1,6 @@
 """``spotdiff video`` against a motion detector (DVR-Scan) and against decoding alone (not a test).
 
-    .venv/bin/python benchmarks/video.py [--repeat 3] [--rows motorway-roi,motorway-full,person-1s]
+    .venv/bin/python benchmarks/video.py [--repeat 3] [--rows motorway-roi,motorway-full,...]
 
 Each row is one clip and one sampling, run three ways one right after the other, ``--repeat``
 times (so a busy machine slows all three alike; the medians are compared):
@@ -43,6 +43,7 @@ class Row:
     clip: str
     every_frames: int  # sample every N-th frame (DVR-Scan: --frame-skip N-1)
     roi: tuple[int, int, int, int] | None = None  # x, y, w, h
+    flags: tuple[str, ...] = ()  # extra spotdiff flags
 
 
 ROWS = {
@@ -50,6 +51,13 @@ ROWS = {
         "motorway ROI, every frame", "dvrscan_traffic_camera.mp4", 1, (631, 532, 210, 127)
     ),
     "motorway-full": Row("motorway full frame, every frame", "dvrscan_traffic_camera.mp4", 1),
+    # What --describe-every (default 0.2s) spares: every changed pair described in full.
+    "motorway-full-all": Row(
+        "  same, --describe-every 0s",
+        "dvrscan_traffic_camera.mp4",
+        1,
+        flags=("--describe-every", "0s"),
+    ),
     "person-1s": Row("person clip, every 1 s", "intel_one-by-one-person-detection.mp4", 10),
 }
 
@@ -95,6 +103,7 @@ def run_dvr(row: Row, clip: Path) -> tuple[float, int]:
 
 def run_spotdiff(row: Row, clip: Path) -> tuple[float, int]:
     cmd = [str(SPOTDIFF), "video", str(clip), "--every", f"{row.every_frames}f", "--json"]
+    cmd += list(row.flags)
     if row.roi:
         cmd += ["--roi", ",".join(map(str, row.roi))]
     seconds, out = timed(cmd)
