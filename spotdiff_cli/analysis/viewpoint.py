@@ -54,8 +54,11 @@ _FIXED_RADIUS = 2
 # the residual parallax of objects of CLEVR-Change's size after a plane's homography, well below
 # the ~30 px of its shortest moves.
 _PARALLAX_SHARE = 0.03
-# A region is explained when at the best local shift at most this share of its pixels (both
-# directions) still differ by more than delta.
+# The local shift is chosen per tile of this share of the frame's long side (16 px at 320): an
+# object's top and foot, or two objects at different depths, move by different parallaxes.
+_TILE_SHARE = 0.05
+# A region is explained when at the best local shifts at most this share of its pixels' colours
+# (before and after) have no counterpart within delta.
 _UNEXPLAINED = 0.3
 
 # When the light changed: colour directions within this angle are the same surface lit
@@ -66,9 +69,11 @@ _LIGHT_ANGLE = 8.0
 _COS2 = float(np.cos(np.radians(_LIGHT_ANGLE)) ** 2)
 _DARK = 40.0
 # A changed light explains a region only when neither image has more than this many times the
-# other's edge energy there (CLEVR-style moved shadows and re-shaded objects: 1.0-1.5; a car
-# arriving on asphalt or leaving it: 3-12).
-_SAME_STRUCTURE = 1.8
+# other's edge energy within _STRUCTURE_MARGIN of the frame around it (CLEVR-style moved
+# shadows and re-shaded objects: 1.0-1.7 but for one in 55; a car arriving on asphalt or
+# leaving it in the car-park clip: 3.1-9.6).
+_SAME_STRUCTURE = 2.0
+_STRUCTURE_MARGIN = 0.02
 # The mean correction (grey levels) of the global light fit above which the light changed enough
 # for shadows and shading to move (CLEVR-Change-style renders: same light <= 0.6, changed >= 5).
 _RELIT_LEVELS = 2.5
@@ -129,19 +134,27 @@ def follow_camera(
         fit is not None
         and departure_from_shift(fit.matrix, shifted.alignment, h, w) >= _MIN_DEPARTURE
     ):
-        moved = _warped_view(before, after, fit, shifted, config, drop_relit)
+        moved = _warped_view(before, after, fit, shifted, config)
     view = moved or shifted
     relit = lighting_correction(before, view.after, view.valid) > _RELIT_LEVELS
     if moved is None and not relit:
         return None
+    clusters, mask = view.clusters, view.mask
+    if moved is not None and relit:
+        # Only when the light changed: under a steady light, a surface that kept its structure
+        # and got darker or lighter is another finish (a matte cube turned metal), and the
+        # channel correlations of is_relit cannot tell the two apart.
+        clusters, relit_pixels = drop_relit(before, view.corrected, clusters, config)
+        if relit_pixels > 0.02 * h * w and not mask.lighting_changed:
+            mask = dataclasses.replace(mask, lighting_changed=True)
     radius = max(_FIXED_RADIUS, round(_PARALLAX_SHARE * max(h, w))) if moved else _FIXED_RADIUS
     kept = [
         c
-        for c in view.clusters
+        for c in clusters
         if not explained_by_parallax(before, view.corrected, c.mask, radius, config, relit)
     ]
     return dataclasses.replace(
-        view, clusters=[dataclasses.replace(c, id=i) for i, c in enumerate(kept)]
+        view, mask=mask, clusters=[dataclasses.replace(c, id=i) for i, c in enumerate(kept)]
     )
 
 
@@ -151,10 +164,9 @@ def _warped_view(
     fit: HomographyFit,
     shifted: AlignedView,
     config: AnalysisConfig,
-    drop_relit: RelitFilter,
 ) -> AlignedView | None:
-    """The view warped by the homography, with its mask and clusters (before the parallax
-    test); None when the warp does not explain the view better than the shift did."""
+    """The view warped by the homography, with its mask and clusters (before the light and
+    parallax tests); None when the warp does not explain the view better than the shift did."""
     h, w = before.shape[:2]
     warped, valid = warp_to_before(after, fit.matrix)
     mask, corrected = compute_change_mask(before, warped, valid, config)
@@ -174,9 +186,6 @@ def _warped_view(
     min_pixels = max(min_samples, int(config.min_cluster_fraction * h * w))
     labels = grid_dbscan(mask.active, eps, min_samples)
     clusters = clusters_from_labels(labels, mask, min_pixels=min_pixels)
-    clusters, relit_pixels = drop_relit(before, corrected, clusters, config)
-    if relit_pixels > 0.02 * h * w and not mask.lighting_changed:
-        mask = dataclasses.replace(mask, lighting_changed=True)
     motion = describe_motion(fit.matrix, h, w, fit.inliers, fit.matches)
     return AlignedView(
         alignment=Alignment(motion.dx, motion.dy, shifted.alignment.score, "homography"),
@@ -196,55 +205,71 @@ def unexplained_share(
     radius: int,
     config: AnalysisConfig,
     relit: bool = False,
-) -> tuple[float, tuple[int, int]]:
-    """The smallest share of a region's pixels that no local shift explains, and that shift.
+) -> float:
+    """The share of a region's pixels that no local shift explains.
 
     before, after: (H, W, 3) uint8 RGB (after already warped and lighting-corrected);
-    region: (H, W) bool, one cluster's pixels. For each shift d with |dx|, |dy| <= radius, the
-    pixels p of region U (region - d) are compared, before(p) with after(p + d) (blurred as the
-    change mask is); a pixel is unexplained when their RGB distance exceeds delta. Using
-    region - d as well makes the test symmetric: what is new in the after image must have its
-    counterpart in the before image too, so a shift cannot hide an object that appeared.
+    region: (H, W) bool, one cluster's pixels. A region pixel q is explained by a shift d
+    (|dx|, |dy| <= radius) when both its colours have a counterpart: before(q) is found at
+    q + d in the after image, and after(q) at q - d in the before image (blurred as the change
+    mask is; "found": RGB distance at most delta). Asking both makes the test symmetric: an
+    object that appeared has nothing in the before image to come from, whatever the shift.
+
+    The shift is chosen per tile of about _TILE_SHARE of the frame, not once for the region:
+    parallax grows with height above the plane and with nearness, so a tall cylinder's top and
+    foot, or two objects at different depths that fell into one cluster, each need their own.
 
     relit: the light changed between the frames. Shading and shadows then move with it (a key
     light that swings turns every shadow), and they change how bright a surface is, not its
     colour: a pixel whose colour direction (the RGB vector's angle) stays within _LIGHT_ANGLE is
     explained by the light. The price: a grey thing on a grey floor cannot be told from a
-    shadow while the light changes.
+    shadow while the light changes (``explained_by_parallax`` asks for the same structure too).
     """
     h, w = region.shape
     ys, xs = np.nonzero(region)
     if ys.size == 0:
-        return 0.0, (0, 0)
+        return 0.0
     pad = radius + 2
     y0, y1 = max(0, ys.min() - pad), min(h, ys.max() + 1 + pad)
     x0, x1 = max(0, xs.min() - pad), min(w, xs.max() + 1 + pad)
-    sigma = config.blur_sigma
-    crop_b = _blur(before[y0:y1, x0:x1], sigma)
-    crop_a = _blur(after[y0:y1, x0:x1], sigma)
-    inside = region[y0:y1, x0:x1]
+    crop_b = _blur(before[y0:y1, x0:x1], config.blur_sigma)
+    crop_a = _blur(after[y0:y1, x0:x1], config.blur_sigma)
+    inside = region[y0:y1, x0:x1].astype(np.float32)
     ch, cw = inside.shape
-    best, best_shift = 1.0, (0, 0)
+    tile = max(4, round(_TILE_SHARE * max(h, w)))
+    best = None
     delta2 = config.delta**2
     for dy in range(-radius, radius + 1):
         for dx in range(-radius, radius + 1):
-            # p runs over the part of the crop where p and p + d both lie in it.
+            # q and q + d both in the crop: rows / cols index q, rows_d / cols_d index q + d.
             rows, cols = slice(max(0, -dy), ch - max(0, dy)), slice(max(0, -dx), cw - max(0, dx))
             rows_d = slice(rows.start + dy, rows.stop + dy)
             cols_d = slice(cols.start + dx, cols.stop + dx)
-            judged = inside[rows, cols] | inside[rows_d, cols_d]  # region U (region - d)
-            n = int(np.count_nonzero(judged))
-            if n == 0:
-                continue
             b, a = crop_b[rows, cols], crop_a[rows_d, cols_d]
             diff = b - a
             bad = np.einsum("hwc,hwc->hw", diff, diff) > delta2
             if relit:
                 bad &= ~_same_colour(b, a)
-            share = int(np.count_nonzero(bad & judged)) / n
-            if share < best:
-                best, best_shift = share, (dx, dy)
-    return best, best_shift
+            # lost[q]: before(q) has no match at q + d; lost[q + d]: after(q + d) none at q.
+            # What falls outside the crop has no match.
+            forward = np.ones((ch, cw), np.float32)
+            backward = np.ones((ch, cw), np.float32)
+            forward[rows, cols] = bad
+            backward[rows_d, cols_d] = bad
+            cost = _tile_sums((forward + backward) * inside, tile)
+            best = cost if best is None else np.minimum(best, cost)
+    assert best is not None
+    return min(1.0, float(best.sum()) / (2.0 * float(inside.sum())))
+
+
+def _tile_sums(image: np.ndarray, tile: int) -> np.ndarray:
+    """Sums of (h, w) ``image`` over tile x tile blocks (the last ones partial)."""
+    h, w = image.shape
+    ph, pw = -h % tile, -w % tile
+    padded = np.pad(image, ((0, ph), (0, pw))) if ph or pw else image
+    return padded.reshape(padded.shape[0] // tile, tile, padded.shape[1] // tile, tile).sum(
+        axis=(1, 3)
+    )
 
 
 def explained_by_parallax(
@@ -261,25 +286,31 @@ def explained_by_parallax(
     kept its structure: a moved shadow on a plain floor or a re-shaded ball has as many edges
     as before, a white car that arrived on grey asphalt (same colour direction) many more.
     """
-    if unexplained_share(before, after, region, radius, config)[0] <= _UNEXPLAINED:
+    if unexplained_share(before, after, region, radius, config) <= _UNEXPLAINED:
         return True
     return (
         relit
-        and unexplained_share(before, after, region, radius, config, relit=True)[0] <= _UNEXPLAINED
+        and unexplained_share(before, after, region, radius, config, relit=True) <= _UNEXPLAINED
         and structure_ratio(before, after, region) <= _SAME_STRUCTURE
     )
 
 
 def structure_ratio(before: np.ndarray, after: np.ndarray, region: np.ndarray) -> float:
-    """How many times more edge energy one image has than the other over ``region`` (>= 1).
+    """How many times more edge energy one image has than the other around ``region`` (>= 1).
 
     before, after: (H, W, 3) uint8; region: (H, W) bool. Gradients of log-brightness, so a
-    surface lit twice as strongly has the same energy (light multiplies, the log subtracts).
+    surface lit twice as strongly has the same energy (light multiplies, the log subtracts),
+    over the region grown by _STRUCTURE_MARGIN of the frame: a moved shadow's edge is then in
+    view in both images (where it was, and where it went), while a car that arrived brings
+    its whole outline into one of them.
     """
+    h, w = region.shape
+    m = max(2, round(_STRUCTURE_MARGIN * max(h, w)))
     ys, xs = np.nonzero(region)
-    y0, y1 = max(0, ys.min() - 3), min(region.shape[0], ys.max() + 4)
-    x0, x1 = max(0, xs.min() - 3), min(region.shape[1], xs.max() + 4)
-    near = cv2.dilate(region[y0:y1, x0:x1].astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
+    y0, y1 = max(0, ys.min() - m - 2), min(h, ys.max() + m + 3)
+    x0, x1 = max(0, xs.min() - m - 2), min(w, xs.max() + m + 3)
+    kernel = np.ones((2 * m + 1, 2 * m + 1), np.uint8)
+    near = cv2.dilate(region[y0:y1, x0:x1].astype(np.uint8), kernel) > 0
     energies = []
     for image in (before, after):
         grey = cv2.cvtColor(image[y0:y1, x0:x1], cv2.COLOR_RGB2GRAY).astype(np.float32)
