@@ -122,3 +122,50 @@ def test_reorder_state_handles_nested_structures() -> None:
     out = reorder_state(state, torch.tensor([2, 2, 0]))
     assert out[0].tolist() == [2, 2, 0] and out[1][0].tolist() == [20, 20, 0]
     assert out[2]["h"][:, 0].tolist() == [2, 2, 0] and out[3] == "config" and out[4] is None
+
+
+# --------------------------------------------------------------------------------------------------
+# the repetition guard
+
+
+def _stuck_step(tokens: torch.Tensor, state):
+    """A model stuck on A: A 0.7, B 0.2, <eos> 0.1 after every prefix (what "is is is" is)."""
+    lp = torch.full((tokens.shape[0], V), -1e9)
+    lp[:, A], lp[:, B], lp[:, EOS_ID] = math.log(0.7), math.log(0.2), math.log(0.1)
+    return lp, state
+
+
+def test_without_the_guard_a_stuck_model_repeats_to_max_len() -> None:
+    hyp = decode(_stuck_step, None, 1, beam=1, max_len=6)[0]
+    assert hyp.tokens == [A] * 6 and not hyp.finished
+
+
+def test_repetition_guard_stops_is_is_is() -> None:
+    for beam in (1, 3):
+        hyp = decode(_stuck_step, None, 2, beam=beam, max_len=12, repetition_guard=3)[0]
+        # Never the same word twice in a row; "A B" may come back once ("A B A"), but the 3-gram
+        # "A B A" ... is refused the second time: after "A B A B" only <eos> is left.
+        assert all(x != y for x, y in zip(hyp.tokens, hyp.tokens[1:])), hyp.tokens
+        trigrams = [tuple(hyp.tokens[i : i + 3]) for i in range(len(hyp.tokens) - 2)]
+        assert len(trigrams) == len(set(trigrams)) and hyp.finished
+    assert decode(_stuck_step, None, 1, repetition_guard=3)[0].tokens == [A, B, A, B]
+    # n = 1: only the immediate repeat is refused.
+    assert decode(_stuck_step, None, 1, max_len=5, repetition_guard=1)[0].tokens == [A, B, A, B, A]
+
+
+def test_repetition_guard_rules() -> None:
+    from spotdiff_cli.captioners.decoding import RepetitionGuard
+    from spotdiff_cli.captioners.vocab import SEP_ID
+
+    guard = RepetitionGuard(3)
+    assert guard.banned([]) == set()
+    assert guard.banned([A]) == {A}
+    assert guard.banned([A, B, C, A, B]) == {B, C}  # "A B" was followed by C: no second "A B C"
+    # A new sentence after <sep> may say what the last one said ("there is a ... <sep> there is a").
+    assert guard.banned([A, B, C, SEP_ID, A, B]) == {B}
+    assert EOS_ID not in guard.banned([EOS_ID])
+    log_probs = torch.zeros(2, V)
+    tokens = torch.tensor([[BOS_ID, A, B, C, A, B], [BOS_ID, C, PAD_ID, PAD_ID, PAD_ID, PAD_ID]])
+    out = guard.apply(log_probs, tokens)
+    assert torch.isinf(out[0, [B, C]]).all() and torch.isfinite(out[0, [A, EOS_ID]]).all()
+    assert torch.isinf(out[1, C]) and int(torch.isinf(out[1]).sum()) == 1

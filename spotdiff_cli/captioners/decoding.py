@@ -14,7 +14,9 @@ whose first dimension is N, or None. Beam search reorders it along that dimensio
 Greedy is what Spot-the-diff decodes with (§3.3: "we simply use greedy decoding"); beam search is
 an option (``--beam``), with length normalisation so it does not favour short sentences.
 Strategy objects in the manner of whisper's ``TokenDecoder``: ``GreedyDecoder``, ``BeamDecoder``;
-``decode(...)`` picks one.
+``decode(...)`` picks one. Rules on what may come next are small filters in the manner of
+whisper's ``LogitFilter``: :class:`RepetitionGuard` (``repetition_guard=n``) stops the loops a
+model trained on other pictures falls into on real frames ("is is is bottom ... bottom").
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from typing import Any
 
 import torch
 
-from .vocab import BOS_ID, EOS_ID, PAD_ID
+from .vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID
 
 StepFn = Callable[[torch.Tensor, Any], tuple[torch.Tensor, Any]]
 
@@ -70,6 +72,60 @@ def length_penalty(length: int, alpha: float) -> float:
     return max(1, length) ** alpha
 
 
+class RepetitionGuard:
+    """Forbid repetition inside one sentence: the word just written, and (``ngram`` >= 2) any word
+    that would complete an ``ngram``-gram the sentence already holds.
+
+    A "sentence" starts after ``<bos>`` or the last ``<sep>`` (a multi-sentence description may
+    repeat "there is a" in its next sentence). ``<eos>`` is never forbidden, so a row can always
+    end. ``ngram`` = 3 (the default models use) blocks "is is" and "in the bottom in the bottom"
+    while leaving the templated phrasing of real captions alone (a sentence rarely repeats three
+    words in a row); 1 forbids only the immediate repeat.
+    """
+
+    def __init__(self, ngram: int = 3) -> None:
+        if ngram < 1:
+            raise ValueError(
+                f"the repetition guard needs an n-gram size of at least 1, got {ngram}"
+            )
+        self.ngram = ngram
+
+    def banned(self, prefix: Sequence[int]) -> set[int]:
+        """Word ids that may not follow ``prefix`` (the row's ids after ``<bos>``, no padding)."""
+        start = max((i + 1 for i, t in enumerate(prefix) if t == SEP_ID), default=0)
+        sentence = list(prefix[start:])
+        if not sentence:
+            return set()
+        out = {sentence[-1]}
+        n = self.ngram
+        if n >= 2 and len(sentence) >= n - 1:
+            tail = tuple(sentence[len(sentence) - n + 1 :])
+            for i in range(len(sentence) - n + 1):
+                if tuple(sentence[i : i + n - 1]) == tail:
+                    out.add(sentence[i + n - 1])
+        out.discard(EOS_ID)
+        return out
+
+    def apply(self, log_probs: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+        """log_probs: (N, V) of the next token; tokens: (N, t) so far, starting with ``<bos>``.
+        Returns log_probs with the banned ids of each row at -inf (a copy when any is banned)."""
+        rows: list[int] = []
+        cols: list[int] = []
+        for row, ids in enumerate(tokens[:, 1:].tolist()):
+            ids = [i for i in ids if i != PAD_ID]
+            for token in self.banned(ids):
+                rows.append(row)
+                cols.append(token)
+        if rows:
+            log_probs = log_probs.clone()
+            log_probs[rows, cols] = -math.inf
+        return log_probs
+
+
+def _guard(ngram: int) -> RepetitionGuard | None:
+    return RepetitionGuard(ngram) if ngram > 0 else None
+
+
 def _suppress(
     log_probs: torch.Tensor, suppress: Sequence[int], min_len_reached: bool
 ) -> torch.Tensor:
@@ -85,9 +141,14 @@ class GreedyDecoder:
     """The most probable token at every step (Spot-the-diff §3.3)."""
 
     def __init__(
-        self, max_len: int = 25, min_len: int = 1, suppress: Sequence[int] = DEFAULT_SUPPRESS
+        self,
+        max_len: int = 25,
+        min_len: int = 1,
+        suppress: Sequence[int] = DEFAULT_SUPPRESS,
+        repetition_guard: int = 0,
     ) -> None:
         self.max_len, self.min_len, self.suppress = max_len, min_len, tuple(suppress)
+        self.guard = _guard(repetition_guard)
 
     @torch.no_grad()
     def decode(
@@ -101,6 +162,8 @@ class GreedyDecoder:
         for t in range(self.max_len):
             log_probs, state = step(tokens, state)
             log_probs = _suppress(log_probs, self.suppress, t >= self.min_len)
+            if self.guard is not None:
+                log_probs = self.guard.apply(log_probs, tokens)
             best_lp, best = log_probs.max(dim=-1)
             best = torch.where(done, torch.full_like(best, PAD_ID), best)
             total = total + torch.where(done, torch.zeros_like(best_lp), best_lp)
@@ -133,11 +196,13 @@ class BeamDecoder:
         alpha: float = 1.0,
         min_len: int = 1,
         suppress: Sequence[int] = DEFAULT_SUPPRESS,
+        repetition_guard: int = 0,
     ) -> None:
         if beam < 1:
             raise ValueError(f"beam size must be at least 1, got {beam}")
         self.beam, self.max_len, self.alpha, self.min_len = beam, max_len, alpha, min_len
         self.suppress = tuple(suppress)
+        self.guard = _guard(repetition_guard)
 
     @torch.no_grad()
     def decode(
@@ -157,6 +222,8 @@ class BeamDecoder:
         for t in range(self.max_len + 1):
             log_probs, state = step(tokens, state)
             log_probs = _suppress(log_probs, self.suppress, t >= self.min_len)
+            if self.guard is not None:
+                log_probs = self.guard.apply(log_probs, tokens)
             if t == self.max_len:
                 # Out of room: close every live beam with <eos> where it can, else as unfinished.
                 for b in range(batch_size):
@@ -244,6 +311,7 @@ def decode(
     alpha: float = 1.0,
     min_len: int = 1,
     suppress: Sequence[int] = DEFAULT_SUPPRESS,
+    repetition_guard: int = 0,
     device: torch.device | str = "cpu",
 ) -> list[Hypothesis]:
     """Greedy (``beam == 1``) or beam search; one ``Hypothesis`` per batch row.
@@ -256,9 +324,13 @@ def decode(
         alpha: beam length normalisation exponent (0 = none, 1 = mean log-prob per token).
         min_len: ``<eos>`` is forbidden before this many tokens (1: no empty sentences).
         suppress: token ids never produced (default ``<pad>``, ``<bos>``).
+        repetition_guard: 0 = off; n >= 1 = :class:`RepetitionGuard` (n): never the same word
+            twice in a row, and no n-gram twice within a sentence.
     """
     if beam <= 1:
-        return GreedyDecoder(max_len, min_len, suppress).decode(step, state, batch_size, device)
-    return BeamDecoder(beam, max_len, alpha, min_len, suppress).decode(
+        return GreedyDecoder(max_len, min_len, suppress, repetition_guard).decode(
+            step, state, batch_size, device
+        )
+    return BeamDecoder(beam, max_len, alpha, min_len, suppress, repetition_guard).decode(
         step, state, batch_size, device
     )
