@@ -325,18 +325,21 @@ def batch_from_analysis(
     vocab: Vocabulary,
     max_clusters: int = 10,
     device: str = "cpu",
+    input_size: tuple[int, int] | None = None,
 ) -> Batch:
     """The one-pair batch for ``generate`` (no gold text) from an analysed pair.
 
     backbone: ``(module, BackboneInfo)`` as ``get_backbone`` / ``create_backbone`` return it.
-    Features are computed on the analysed pair (working resolution, after shifted onto before);
-    clusters are kept most salient first, at most ``max_clusters``, as in training.
+    Features are computed on the analysed pair (working resolution, after shifted onto before),
+    resized to ``input_size`` (h, w) for the backbone (default: its own; a model trained on a
+    448 px feature cache must be fed 448 px here too); clusters are kept most salient first, at
+    most ``max_clusters``, as in training.
     """
     clusters = sorted(analysis.clusters, key=lambda c: -c.salience)[
         : max_clusters if max_clusters > 0 else None
     ]
     grids = backbone_grids(
-        [analysis.pair.before.pixels, analysis.pair.after.pixels], backbone, device
+        [analysis.pair.before.pixels, analysis.pair.after.pixels], backbone, device, input_size
     )
     _, gh, gw = grids.shape[1:]
     height, width = analysis.mask.active.shape

@@ -38,7 +38,7 @@ MODELS: dict[str, tuple[str, str, str]] = {
     "nn": (
         "neighbours",
         "NearestNeighbourCaptioner",
-        "nearest training pair by pooled before/after/difference features; copies its most typical sentence",
+        "nearest training pair by pooled before/after/difference features; copies a random sentence of its annotation",
     ),
     "nn-multi": (
         "neighbours",
@@ -63,7 +63,7 @@ MODELS: dict[str, tuple[str, str, str]] = {
     "ddla-uniform": (
         "ddla",
         "UniformDDLACaptioner",
-        "latent cluster alignment per sentence with a uniform prior; clusters ordered by box area",
+        "latent cluster alignment per sentence with a uniform prior; a random cluster, or the largest boxes for several sentences",
     ),
     "ddla": (
         "ddla",
@@ -110,6 +110,15 @@ _TINY = {
     "attention_size": 16,
     "dropout": 0.1,
 }
+# Options of every decoding model. A checkpoint's config saved before a key existed reads as the
+# behaviour of that time (no key = lstm, with the difference channel, no repetition guard).
+_DECODER_OPTIONS: dict[str, Any] = {
+    "pair_difference": True,  # the F2 - F1 channel (not in the paper: false gives its [F1, F2])
+    "decoder": "lstm",  # lstm (the paper's) | transformer (captioners/transformer.py)
+    "decoder_layers": 2,  # transformer only: depth
+    "decoder_heads": 4,  # transformer only: attention heads (hidden_size must divide by it)
+    "repetition_guard": 3,  # decoding: no word twice in a row, no 3-gram twice in a sentence
+}
 _DDLA_DEFAULTS: dict[str, Any] = {
     "max_count": 5,  # Spot-the-diff descriptions: 1.86 sentences on average, rarely more than 5
     "count_weight": 0.1,  # the count head must not pull the encoder away from describing
@@ -137,13 +146,20 @@ def default_config(
         "channels": int(channels),
         "grid": [h, w],
         "backbone": "efficientnet_lite0",
+        "input_size": 0,  # square side images are resized to for the backbone; 0 = its own
     }
     if name.startswith("nn"):
         config["n_neighbors"] = 1  # the paper's single nearest pair
+        config["pair_difference"] = True  # |F2 - F1| in the pair feature (the paper: [F1, F2])
+        if name == "nn":
+            config.update(selection="paper", selection_seed=0)  # §4: a random sentence
         return config
     config.update(_TINY if tiny else _DECODER_DEFAULTS)
+    config.update(_DECODER_OPTIONS)
     if name.startswith("ddla"):
         config.update(_DDLA_DEFAULTS)
+    if name == "ddla-uniform":
+        config.update(selection="paper", selection_seed=0)  # §4: a random cluster
     return config
 
 
@@ -164,6 +180,8 @@ def check_config(name: str, config: dict[str, Any]) -> None:
             )
         elif isinstance(default, float):
             ok = isinstance(value, (int, float)) and not isinstance(value, bool)
+        elif isinstance(default, bool):
+            ok = isinstance(value, bool)
         else:
             ok = isinstance(value, type(default)) and not isinstance(value, bool)
         if not ok:

@@ -20,12 +20,12 @@ from torch import Tensor
 from ..vocab import Vocabulary
 from .common import (
     PAD,
-    AttentionDecoder,
     Batch,
     DecoderState,
     Generated,
     GradientCaptioner,
-    PairEncoder,
+    build_decoder,
+    build_encoder,
     run_decoder,
     safe_masks,
 )
@@ -45,7 +45,9 @@ class AttentionCaptioner(GradientCaptioner):
     """``capt``: LSTM with soft attention over the before/after/difference grid (§4 CAPT).
 
     Config: ``channels``, ``grid`` ([h, w]), ``feature_size``, ``embed_size``, ``hidden_size``,
-    ``attention_size``, ``dropout``, ``backbone``.
+    ``attention_size``, ``dropout``, ``backbone``; optional (older checkpoints lack them):
+    ``pair_difference`` (the F2 − F1 channel; false = the paper's [F1, F2]), ``decoder`` (lstm |
+    transformer, with ``decoder_layers``, ``decoder_heads``), ``repetition_guard``, ``input_size``.
     """
 
     name: ClassVar[str] = "capt"
@@ -55,16 +57,8 @@ class AttentionCaptioner(GradientCaptioner):
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
         super().__init__(config, vocab)
-        c = self.config
-        self.encoder = PairEncoder(int(c["channels"]), int(c["feature_size"]), float(c["dropout"]))
-        self.decoder = AttentionDecoder(
-            self.vocab_size,
-            int(c["feature_size"]),
-            int(c["embed_size"]),
-            int(c["hidden_size"]),
-            int(c["attention_size"]),
-            float(c["dropout"]),
-        )
+        self.encoder = build_encoder(self.config)
+        self.decoder = build_decoder(self.config, self.vocab_size)
 
     def _attention_mask(self, batch: Batch) -> Tensor | None:
         """(B, L) union of the valid cluster masks for ``capt-masked``, None otherwise."""
@@ -99,7 +93,14 @@ class AttentionCaptioner(GradientCaptioner):
         token_logp, target_mask = self.decoder.score(tokens, self._start(batch, rows))
         nll = -token_logp.sum()
         n_tokens = int(target_mask.sum())
-        return {"loss": nll / max(1, n_tokens), "nll": nll.detach(), "n_tokens": n_tokens}
+        loss = nll / max(1, n_tokens)
+        # "losses": the named objectives a recipe's `objectives` may weight (train/recipes.py).
+        return {
+            "loss": loss,
+            "nll": nll.detach(),
+            "n_tokens": n_tokens,
+            "losses": {"caption": loss},
+        }
 
     def _generate(
         self,
@@ -114,7 +115,7 @@ class AttentionCaptioner(GradientCaptioner):
         # A whole description is several sentences long: give it room for max_sentences of them.
         limit = max_len * max_sentences + max_sentences - 1 if self.multi else max_len
         ids = run_decoder(
-            lambda toks, st: self.decoder.step(toks[:, -1], st), state, n, beam, limit, self.device
+            self.decoder.decode_step, state, n, beam, limit, self.device, self.repetition_guard
         )
         if self.multi:
             return [

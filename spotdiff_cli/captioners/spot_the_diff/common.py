@@ -13,6 +13,7 @@ Batches follow ``docs/training-interfaces.md``: ``before``/``after`` (B, C, h, w
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
@@ -46,25 +47,34 @@ class Generated:
 
 
 class PairEncoder(nn.Module):
-    """Per grid cell, the before, after and difference features projected to ``feature_size``.
+    """Per grid cell, the before and after features (and their difference) projected to
+    ``feature_size``.
 
-    §3.2 feeds the decoder the grid features of both images (ResNet conv features, 14×14); the
-    difference is added per cell so that attention can find changes without learning a subtraction
-    first (the same idea as exposing the pixel mask in §3.1). A LayerNorm first, because cached
-    backbone activations are unnormalised and their scale differs per backbone.
+    §3.2 feeds the decoder the grid features of both images (ResNet conv features, 14×14). With
+    ``difference`` (the default, and what every checkpoint before this option was trained with)
+    the difference F2 − F1 is added per cell, so attention can find changes without learning a
+    subtraction first (the same idea as exposing the pixel mask in §3.1). The paper's models have
+    no such channel: ``pair_difference: false`` in a model's config gives the paper's [F1, F2]. A
+    LayerNorm first, because cached backbone activations are unnormalised and their scale differs
+    per backbone.
     """
 
-    def __init__(self, channels: int, feature_size: int, dropout: float) -> None:
+    def __init__(
+        self, channels: int, feature_size: int, dropout: float, difference: bool = True
+    ) -> None:
         super().__init__()
-        self.norm = nn.LayerNorm(3 * channels)
-        self.proj = nn.Linear(3 * channels, feature_size)
+        self.difference = difference
+        parts = 3 if difference else 2
+        self.norm = nn.LayerNorm(parts * channels)
+        self.proj = nn.Linear(parts * channels, feature_size)
         self.drop = nn.Dropout(dropout)
 
     def forward(self, before: Tensor, after: Tensor) -> tuple[Tensor, Tensor]:
         """before, after: (B, C, h, w) -> feats (B, h*w, F), pooled (B, F) (mean over the grid)."""
         b = before.flatten(2).transpose(1, 2)
         a = after.flatten(2).transpose(1, 2)
-        cells = self.norm(torch.cat([b, a, a - b], dim=-1))
+        parts = [b, a, a - b] if self.difference else [b, a]
+        cells = self.norm(torch.cat(parts, dim=-1))
         feats = self.drop(torch.relu(self.proj(cells)))
         return feats, feats.mean(dim=1)
 
@@ -127,6 +137,10 @@ class AttentionDecoder(nn.Module):
         logits = self.out(self.drop(torch.cat([h, context], dim=-1)))
         return torch.log_softmax(logits, dim=-1), (h, c, feats, feats_att, mask)
 
+    def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
+        """The step function of ``captioners/decoding.py``: the LSTM reads only the last token."""
+        return self.step(tokens[:, -1], state)
+
     def score(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, Tensor]:
         """Teacher forcing. tokens: (N, T) ``<bos> ... <eos> <pad>...`` ->
         (log p of each target token (N, T-1) with 0 at padding, target mask (N, T-1) bool)."""
@@ -142,6 +156,51 @@ class AttentionDecoder(nn.Module):
             else tokens.new_zeros((tokens.shape[0], 0), dtype=torch.float)
         )
         return token_logp * target_mask, target_mask
+
+
+DECODERS = ("lstm", "transformer")
+
+
+def build_encoder(config: dict[str, Any]) -> PairEncoder:
+    """The pair encoder a model's config asks for (``pair_difference``: absent in checkpoints
+    made before the option, which all had the difference channel)."""
+    return PairEncoder(
+        int(config["channels"]),
+        int(config["feature_size"]),
+        float(config["dropout"]),
+        bool(config.get("pair_difference", True)),
+    )
+
+
+def build_decoder(config: dict[str, Any], vocab_size: int) -> nn.Module:
+    """The sentence decoder a model's config asks for: ``decoder: lstm`` (the paper's soft-attention
+    LSTM; what a config without the key means) or ``transformer`` (``captioners/transformer.py``,
+    ``hidden_size`` wide, ``decoder_layers`` deep, ``decoder_heads`` heads). Both have ``start``,
+    ``score`` and ``decode_step``."""
+    kind = str(config.get("decoder", "lstm"))
+    if kind not in DECODERS:
+        raise ModelError(f"unknown decoder '{kind}' (available: {', '.join(DECODERS)})")
+    if kind == "transformer":
+        from ..transformer import TransformerDecoder
+
+        h, w = (int(v) for v in config["grid"])
+        return TransformerDecoder(
+            vocab_size,
+            int(config["feature_size"]),
+            int(config["hidden_size"]),
+            h * w,
+            int(config.get("decoder_layers", 2)),
+            int(config.get("decoder_heads", 4)),
+            float(config["dropout"]),
+        )
+    return AttentionDecoder(
+        vocab_size,
+        int(config["feature_size"]),
+        int(config["embed_size"]),
+        int(config["hidden_size"]),
+        int(config["attention_size"]),
+        float(config["dropout"]),
+    )
 
 
 def safe_masks(masks: Tensor) -> Tensor:
@@ -162,19 +221,29 @@ def soft_iou(a: Tensor, b: Tensor) -> Tensor:
 
 
 def run_decoder(
-    step: Callable[[Tensor, DecoderState], tuple[Tensor, DecoderState]],
-    state: DecoderState,
+    step: Callable[[Tensor, Any], tuple[Tensor, Any]],
+    state: Any,
     n_rows: int,
     beam: int,
     max_len: int,
     device: torch.device,
+    repetition_guard: int = 0,
 ) -> list[list[int]]:
     """Decode ``n_rows`` sequences with the shared greedy / beam search (``captioners/decoding.py``;
     §3.3 decodes greedily, ``beam > 1`` is an option). ``step(tokens_so_far (N, t), state) ->
-    (log_probs (N, V), state)``. Returns word ids per row, without ``<bos>``/``<eos>``."""
+    (log_probs (N, V), state)``; ``repetition_guard`` as in ``decoding.decode``. Returns word ids
+    per row, without ``<bos>``/``<eos>``."""
     if n_rows == 0:
         return []
-    hyps = decoding.decode(step, state, n_rows, beam=beam, max_len=max_len, device=device)
+    hyps = decoding.decode(
+        step,
+        state,
+        n_rows,
+        beam=beam,
+        max_len=max_len,
+        device=device,
+        repetition_guard=repetition_guard,
+    )
     return [h.tokens for h in hyps]
 
 
@@ -182,11 +251,22 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
     """Base of the family: config and vocabulary, device moves, ``generate`` and ``describe``.
 
     Subclasses implement ``_generate(batch, max_sentences, beam, max_len, num_sentences)``.
+
+    Models that choose among candidates without a learned score (nn: a sentence of the
+    neighbour's annotation; ddla-uniform: the cluster of a single sentence) list their rules in
+    ``selections``: the first, ``paper``, is the paper's random choice (seeded per pair from
+    ``selection_seed`` and the pair id, so the same pair always gets the same choice, whatever
+    batch it is in); the second is the deterministic rule this project used before,
+    ``legacy_selection``, which a checkpoint saved before the ``selection`` key existed keeps.
     """
 
     name: ClassVar[str] = ""
     trainable: ClassVar[bool] = True
     config_keys: ClassVar[tuple[str, ...]] = ()
+    selections: ClassVar[tuple[str, ...]] = ()
+    legacy_selection: ClassVar[str] = ""
+    # Whether ``num_sentences`` (eval --gold-count, the paper's multi-sentence protocol) is used.
+    takes_sentence_count: ClassVar[bool] = False
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
         nn.Module.__init__(self)
@@ -198,6 +278,28 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
         self.config = dict(config)
         self.vocab = vocab
         self.vocab_size = len(vocab)
+        if self.selections and self.selection not in self.selections:
+            raise ModelError(
+                f"'{self.name}' setting 'selection' is {self.selection!r}; expected one of "
+                f"{', '.join(self.selections)}"
+            )
+
+    @property
+    def selection(self) -> str:
+        """The candidate-choice rule (class docstring); the legacy rule when the config predates it."""
+        return str(self.config.get("selection", self.legacy_selection))
+
+    def selection_rng(self, batch: Batch, row: int) -> random.Random:
+        """The random source of pair ``row``'s choice: seeded by ``selection_seed`` and the pair's
+        id (its row number when the batch has no ids), so it does not depend on batching."""
+        ids = batch.get("pair_ids") or []
+        key = ids[row] if row < len(ids) else f"row{row}"
+        return random.Random(f"{int(self.config.get('selection_seed', 0))}:{key}")
+
+    @property
+    def repetition_guard(self) -> int:
+        """n-gram size of decoding's repetition guard (0 = off: checkpoints made before it)."""
+        return int(self.config.get("repetition_guard", 0))
 
     # -- plumbing -------------------------------------------------------------------------
     @property
@@ -280,16 +382,29 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
         backbone = getattr(self, "finetuned_backbone", None) or get_backbone(
             self.config.get("backbone", "efficientnet_lite0"), str(self.device)
         )
-        batch = batch_from_analysis(analysis, backbone, self.vocab, device=str(self.device))
+        size = int(self.config.get("input_size", 0))  # 0 / absent: the backbone's own
+        batch = batch_from_analysis(
+            analysis,
+            backbone,
+            self.vocab,
+            device=str(self.device),
+            input_size=(size, size) if size else None,
+        )
         self._analysis_cache = (analysis, batch)
         return batch
 
     def describe(self, analysis: Analysis, options: DescribeOptions) -> list[Sentence]:
         """Inference on one analysed pair: :meth:`analysis_batch`, then :meth:`generate`; a
-        sentence's ``cluster_ids`` are the analysis ids of the clusters it was conditioned on."""
+        sentence's ``cluster_ids`` are the analysis ids of the clusters it was conditioned on.
+        ``options.num_sentences`` (eval --gold-count) reaches the models that take a count."""
         batch = self.analysis_batch(analysis)
         ids_of = batch.get("cluster_ids", [[c.id for c in analysis.clusters]])[0]
-        items = self.generate_items(batch, max(1, options.max_sentences))[0]
+        count = getattr(options, "num_sentences", None)
+        items = self.generate_items(
+            batch,
+            max(1, options.max_sentences),
+            num_sentences=None if count is None else [int(count)],
+        )[0]
         return [
             Sentence(
                 text=item.text,

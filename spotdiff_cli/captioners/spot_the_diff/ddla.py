@@ -17,13 +17,15 @@ clusters (eq. 1)::
 
 Decoding goes beyond the paper where §5 names its limits:
 
-- single sentence (§3.3): argmax of the prior, then greedy (ddla-uniform: the largest box, the
-  paper's ordering heuristic, instead of a random cluster, so outputs are reproducible).
+- single sentence (§3.3): argmax of the prior, then greedy. ddla-uniform has no prior to take the
+  argmax of; §4 samples z "randomly from the uniform distribution": ``selection: paper`` (the
+  default; seeded per pair, so outputs are reproducible), or ``selection: largest``, the largest
+  box first (the rule this project used before the option, and what older checkpoints keep).
 - multi-sentence: the paper takes the gold number of sentences T and the top-T clusters by prior.
   Here T is the gold count when the caller passes ``num_sentences``, else predicted by a small
   *count head* (pooled features + prior statistics -> 1..``max_count``), trained jointly with a
   cross-entropy on the gold count (weight ``count_weight``; it never enters ``nll``). Clusters are
-  taken in prior order (ddla-uniform: decreasing box area) with non-maximum suppression: a cluster
+  taken in prior order (ddla-uniform: decreasing box area, §4's heuristic) with non-maximum suppression: a cluster
   whose grid mask overlaps (soft IoU > ``nms_iou``) an already chosen one is skipped, since §5
   notes that sentences report non-overlapping differences. Sentences identical to an earlier one
   are dropped.
@@ -43,12 +45,12 @@ from torch import Tensor, nn
 from ..vocab import Vocabulary
 from .common import (
     PAD,
-    AttentionDecoder,
     Batch,
     DecoderState,
     Generated,
     GradientCaptioner,
-    PairEncoder,
+    build_decoder,
+    build_encoder,
     run_decoder,
     safe_masks,
     soft_iou,
@@ -111,6 +113,7 @@ class DDLACaptioner(GradientCaptioner):
 
     name: ClassVar[str] = "ddla"
     uniform_prior: ClassVar[bool] = False
+    takes_sentence_count: ClassVar[bool] = True
     config_keys: ClassVar[tuple[str, ...]] = (
         "channels",
         "grid",
@@ -128,15 +131,8 @@ class DDLACaptioner(GradientCaptioner):
         super().__init__(config, vocab)
         c = self.config
         feature_size = int(c["feature_size"])
-        self.encoder = PairEncoder(int(c["channels"]), feature_size, float(c["dropout"]))
-        self.decoder = AttentionDecoder(
-            self.vocab_size,
-            feature_size,
-            int(c["embed_size"]),
-            int(c["hidden_size"]),
-            int(c["attention_size"]),
-            float(c["dropout"]),
-        )
+        self.encoder = build_encoder(c)
+        self.decoder = build_decoder(c, self.vocab_size)
         # wᵀ g(z) (§3.2 "Alignment prior"); a bias would cancel in the normalisation. Zero start:
         # training begins from the uniform prior and learns which clusters are salient.
         self.prior: nn.Linear | None = None
@@ -230,6 +226,9 @@ class DDLACaptioner(GradientCaptioner):
             "nll": nll.detach(),
             "n_tokens": n_tokens,
             "count_loss": count_loss.detach(),
+            # The named objectives a recipe's `objectives` may weight (train/recipes.py); the
+            # default "loss" above is caption + count_weight x count.
+            "losses": {"caption": nll / max(1, n_tokens), "count": count_loss},
         }
 
     def align(self, batch: Batch) -> Tensor:
@@ -264,7 +263,7 @@ class DDLACaptioner(GradientCaptioner):
                 counts = self._sentence_counts(
                     pooled, clusters, log_prior, max_sentences, num_sentences
                 )
-                return self._select(clusters, log_prior, counts)
+                return self._select(batch, clusters, log_prior, counts)
         finally:
             self.train(was_training)
 
@@ -288,20 +287,37 @@ class DDLACaptioner(GradientCaptioner):
         )
         return [min(max_sentences, int(t)) for t in predicted]
 
+    def _order(
+        self, batch: Batch, clusters: ClusterView, log_prior: Tensor, b: int, want: int
+    ) -> list[int]:
+        """Pair ``b``'s valid clusters in the order they are offered for ``want`` sentences.
+
+        ddla: by the learned prior. ddla-uniform, whose prior is flat, by its ``selection``:
+        ``paper`` (§4: "for single sentence generation, we sample z_j randomly from the uniform
+        distribution"; for several sentences, "order the clusters as per the decreasing area of
+        the bounding box"): a seeded random cluster for one sentence, largest box first for more;
+        ``largest``: largest box first always (the rule of checkpoints made before the option).
+        """
+        valid = [k for k in range(clusters.valid.shape[1]) if bool(clusters.valid[b, k])]
+        if not self.uniform_prior:
+            rank = torch.argsort(log_prior[b], descending=True, stable=True).tolist()
+            return [k for k in rank if k in valid]
+        if self.selection == "paper" and want == 1:
+            self.selection_rng(batch, b).shuffle(valid)
+            return valid
+        # g(z)[2] is the box area feature, monotone in the area.
+        area = clusters.feats[b, :, 2]
+        return sorted(valid, key=lambda k: -float(area[k]))
+
     def _select(
-        self, clusters: ClusterView, log_prior: Tensor, counts: list[int]
+        self, batch: Batch, clusters: ClusterView, log_prior: Tensor, counts: list[int]
     ) -> list[list[int]]:
-        if self.uniform_prior:
-            # §4: ddla-uniform orders clusters by decreasing bounding-box area (g(z)[2], monotone in area).
-            rank = clusters.feats[..., 2].masked_fill(~clusters.valid, float("-inf"))
-        else:
-            rank = log_prior
         threshold = float(self.config["nms_iou"])
         chosen_all = []
         for b, want in enumerate(counts):
             chosen: list[int] = []
-            for k in torch.argsort(rank[b], descending=True, stable=True).tolist():
-                if len(chosen) >= want or not bool(clusters.valid[b, k]):
+            for k in self._order(batch, clusters, log_prior, b, want):
+                if len(chosen) >= want:
                     break
                 overlaps = (
                     soft_iou(clusters.masks[b, k][None], clusters.masks[b, chosen])
@@ -326,19 +342,14 @@ class DDLACaptioner(GradientCaptioner):
         feats, pooled = self.encoder(batch["before"], batch["after"])
         log_prior = self.log_prior(clusters)
         counts = self._sentence_counts(pooled, clusters, log_prior, max_sentences, num_sentences)
-        chosen = self._select(clusters, log_prior, counts)
+        chosen = self._select(batch, clusters, log_prior, counts)
         rows = [(b, k) for b, ks in enumerate(chosen) for k in ks]
         device = feats.device
         pair = torch.tensor([r[0] for r in rows], dtype=torch.long, device=device)
         cluster = torch.tensor([r[1] for r in rows], dtype=torch.long, device=device)
         state = self.start_rows(feats, pooled, clusters, pair, cluster)
         ids = run_decoder(
-            lambda toks, st: self.decoder.step(toks[:, -1], st),
-            state,
-            len(rows),
-            beam,
-            max_len,
-            device,
+            self.decoder.decode_step, state, len(rows), beam, max_len, device, self.repetition_guard
         )
         out: list[list[Generated]] = [[] for _ in chosen]
         for (b, k), row in zip(rows, ids):
@@ -351,7 +362,11 @@ class DDLACaptioner(GradientCaptioner):
 
 
 class UniformDDLACaptioner(DDLACaptioner):
-    """``ddla-uniform``: DDLA with a fixed uniform prior over the valid clusters (§4)."""
+    """``ddla-uniform``: DDLA with a fixed uniform prior over the valid clusters (§4); which
+    cluster it describes is its ``selection`` (``paper``: seeded random for one sentence, the
+    largest boxes for several; ``largest``: the largest box first always)."""
 
     name: ClassVar[str] = "ddla-uniform"
     uniform_prior: ClassVar[bool] = True
+    selections: ClassVar[tuple[str, ...]] = ("paper", "largest")
+    legacy_selection: ClassVar[str] = "largest"

@@ -2,15 +2,22 @@
 
 "We simply use the annotation of the closest matching training data point. We compute the
 closeness based on the extracted features of the image pair, and leverage sklearn's
-Nearest-Neighbor module. For single sentence setting (NN), we randomly pick one of the sentences."
+Nearest-Neighbor module. For single sentence setting (NN), we randomly pick one of the sentences
+in the annotation."
 
-Pair feature: the grid features of the before image, the after image and their absolute
-difference, each averaged over the grid and L2-normalised, concatenated: (3C,). Distance: cosine.
-``nn-multi`` copies the neighbour's whole description; ``nn`` copies one sentence, and instead of
-a random one it takes the most *typical*: the sentence with the highest mean word-overlap (F1)
-with the other sentences of the ``n_neighbors`` nearest descriptions (the consensus re-ranking of
-Devlin et al., 2015) — deterministic, and with one neighbour it is the sentence that best agrees
-with its co-annotations.
+Pair feature: the grid features of the before image, the after image and (``pair_difference``,
+the default) their absolute difference, each averaged over the grid and L2-normalised,
+concatenated: (3C,), or (2C,) for the paper's plain pair. Distance: cosine. ``nn-multi`` copies
+the neighbour's annotation (the first annotator's description of that pair); given a sentence
+count (``eval --gold-count``) it keeps that many of its sentences. ``nn`` copies one sentence,
+chosen by ``selection``:
+
+- ``paper`` (default): a random sentence of the neighbour's annotation, seeded per query pair
+  (``selection_seed`` and the pair id), so a run is reproducible;
+- ``typical`` (the rule before the option; checkpoints without the key keep it): the sentence
+  with the highest mean word overlap (F1) with the other reference sentences of the
+  ``n_neighbors`` nearest pairs (the consensus re-ranking of Devlin et al., 2015) — a stronger
+  baseline than the paper's.
 
 Not trained by gradient: the training loop calls ``fit(train_batches)`` once. The index is stored
 in the checkpoint through ``get_extra_state``: a float tensor and lists of strings, never a pickled
@@ -31,14 +38,12 @@ from ..vocab import Vocabulary, tokenize
 from .common import EOS, PAD, Batch, Generated, SpotTheDiffCaptioner
 
 
-def pair_features(before: Tensor, after: Tensor) -> Tensor:
+def pair_features(before: Tensor, after: Tensor, difference: bool = True) -> Tensor:
     """before, after: (B, C, h, w) -> (B, 3C): grid-mean of before, after and |after - before|,
-    each L2-normalised so no part dominates the cosine distance."""
-    parts = [
-        before.mean(dim=(2, 3)),
-        after.mean(dim=(2, 3)),
-        (after - before).abs().mean(dim=(2, 3)),
-    ]
+    each L2-normalised so no part dominates the cosine distance; (B, 2C) without ``difference``."""
+    parts = [before.mean(dim=(2, 3)), after.mean(dim=(2, 3))]
+    if difference:
+        parts.append((after - before).abs().mean(dim=(2, 3)))
     return torch.cat([torch.nn.functional.normalize(p.float(), dim=1) for p in parts], dim=1)
 
 
@@ -68,18 +73,24 @@ class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
     """``nn``: one sentence copied from the nearest training pair(s).
 
     Config: ``channels``, ``grid`` ([h, w]), ``backbone``, ``n_neighbors`` (descriptions pooled
-    for the typical-sentence choice; 1 = the paper's single nearest pair).
+    for the typical-sentence choice; 1 = the paper's single nearest pair); optional (older
+    checkpoints lack them): ``selection`` (paper | typical), ``selection_seed``,
+    ``pair_difference``.
     """
 
     name: ClassVar[str] = "nn"
     multi: ClassVar[bool] = False
     config_keys: ClassVar[tuple[str, ...]] = ("channels", "grid", "n_neighbors")
+    selections: ClassVar[tuple[str, ...]] = ("paper", "typical")
+    legacy_selection: ClassVar[str] = "typical"
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
         super().__init__(config, vocab)
+        self.difference = bool(config.get("pair_difference", True))
+        parts = 3 if self.difference else 2
         self.features: Tensor = torch.zeros(
-            0, 3 * int(config["channels"])
-        )  # (N, 3C), always on the CPU
+            0, parts * int(config["channels"])
+        )  # (N, 3C) or (N, 2C), always on the CPU
         self.references: list[list[str]] = []  # every reference sentence of each indexed pair
         self.descriptions: list[list[str]] = []  # one annotation's sentences of each indexed pair
         self._index: Any = None
@@ -97,7 +108,7 @@ class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
         descriptions: list[list[str]] = []
         seen: set[str] = set()
         for batch in train_batches:
-            f = pair_features(batch["before"], batch["after"]).cpu()
+            f = pair_features(batch["before"], batch["after"], self.difference).cpu()
             ids = batch.get("pair_ids") or [None] * f.shape[0]
             for row, refs in enumerate(batch["references"]):
                 refs = [str(r).strip() for r in refs if str(r).strip()]
@@ -183,7 +194,7 @@ class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
         max_len: int,
         num_sentences: Sequence[int] | None,
     ) -> list[list[Generated]]:
-        query = pair_features(batch["before"], batch["after"])
+        query = pair_features(batch["before"], batch["after"], self.difference)
         out = []
         for row in self._neighbours(query, int(self.config["n_neighbors"])):
             if self.multi:
@@ -193,6 +204,10 @@ class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
                     else min(max_sentences, int(num_sentences[len(out)]))
                 )
                 out.append([Generated(s) for s in self.descriptions[row[0]][: max(1, count)]])
+            elif self.selection == "paper":
+                sentences = self.descriptions[row[0]]
+                pick = self.selection_rng(batch, len(out)).randrange(len(sentences))
+                out.append([Generated(sentences[pick])])
             else:
                 pooled = [s for i in row for s in self.references[i]]
                 out.append([Generated(most_typical(pooled))])
@@ -204,3 +219,5 @@ class NearestNeighbourMultiCaptioner(NearestNeighbourCaptioner):
 
     name: ClassVar[str] = "nn-multi"
     multi: ClassVar[bool] = True
+    selections: ClassVar[tuple[str, ...]] = ()  # it copies the whole annotation: nothing to pick
+    takes_sentence_count: ClassVar[bool] = True
