@@ -78,6 +78,7 @@ class PairDescriber:
         watch: np.ndarray | None = None,
         hints: tuple[Hint, ...] = (),
         analysis: AnalysisConfig | None = None,
+        num_sentences: int | None = None,
     ) -> Report:
         """What changed from ``before`` to ``after`` (paths, (H, W, 3) uint8 RGB arrays or Frames).
 
@@ -85,11 +86,16 @@ class PairDescriber:
         hints: what earlier pairs of the same sequence recognised where (captioners.base.Hint).
         analysis: settings for this pair only (the timeline makes thresholds relative to the
             watched area); the describer's own when None.
+        num_sentences: write exactly this many sentences where the model can be told a count
+            (the paper's multi-sentence protocol, ``eval --gold-count``); it may exceed
+            ``max_sentences``.
         Returns a ``Report``: the analysis, the sentences (most salient first) and timings.
         """
         self.warm_up()  # overlaps the analysis below; once per process
         return self.caption(
-            self.analyse(before, after, watch=watch, analysis=analysis), hints=hints
+            self.analyse(before, after, watch=watch, analysis=analysis),
+            hints=hints,
+            num_sentences=num_sentences,
         )
 
     def warm_up(self) -> None:
@@ -113,10 +119,16 @@ class PairDescriber:
         result.timings["load"] = loaded
         return result
 
-    def caption(self, analysis: Analysis, *, hints: tuple[Hint, ...] = ()) -> Report:
+    def caption(
+        self,
+        analysis: Analysis,
+        *,
+        hints: tuple[Hint, ...] = (),
+        num_sentences: int | None = None,
+    ) -> Report:
         """Sentences for an analysed pair, wrapped in a ``Report`` with the settings and timings."""
         t0 = time.perf_counter()
-        sentences = self.captioner.describe(analysis, self._options(hints))
+        sentences = self.captioner.describe(analysis, self._options(hints, num_sentences))
         timings = dict(analysis.timings)
         timings["describe"] = time.perf_counter() - t0
         timings["total"] = sum(v for k, v in timings.items() if k != "total")
@@ -136,9 +148,15 @@ class PairDescriber:
             original=analysis.original,
         )
 
-    def _options(self, hints: tuple[Hint, ...]) -> DescribeOptions:
+    def _options(
+        self, hints: tuple[Hint, ...], num_sentences: int | None = None
+    ) -> DescribeOptions:
+        most = self.caption_config.max_sentences
         return DescribeOptions(
-            self.caption_config.max_sentences, self.caption_config.recognise, tuple(hints)
+            max(most, num_sentences or 0),
+            self.caption_config.recognise,
+            tuple(hints),
+            num_sentences,
         )
 
     __call__ = describe

@@ -85,6 +85,14 @@ def test_eval_grounded_model_writes_table_json_and_markdown(split8: Path, tmp_pa
     assert json.loads((out / "config.json").read_text())["model"] == "grounded"
 
 
+def _register(monkeypatch: pytest.MonkeyPatch, name: str, model: Any) -> None:
+    """Make the registry build ``model`` for ``name`` during one test."""
+    from spotdiff_cli.captioners import registry
+
+    monkeypatch.setitem(registry._FACTORIES, name, lambda **_: model)
+    monkeypatch.setitem(registry._INFO, name, registry.ModelInfo(name, "test", "", False, False))
+
+
 class _CountingGrounded:
     """The grounded captioner plus a ``log_likelihood`` (as trainable models have): a uniform
     model over a 20-word vocabulary, so the expected perplexity is exactly 20."""
@@ -112,13 +120,8 @@ class _CountingGrounded:
 def test_perplexity_reported_for_a_model_with_log_likelihood(
     split8: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from spotdiff_cli.captioners import registry
-
     model = _CountingGrounded()
-    monkeypatch.setitem(registry._FACTORIES, "test-ll", lambda **_: model)
-    monkeypatch.setitem(
-        registry._INFO, "test-ll", registry.ModelInfo("test-ll", "test", "", False, False)
-    )
+    _register(monkeypatch, "test-ll", model)
     out = tmp_path / "ll"
     result = _run(
         [
@@ -208,3 +211,64 @@ def saved_predictions(out: Path) -> dict[str, list[str]]:
     for item in json.loads((out / "predictions.json").read_text()):
         predictions.setdefault(item["image_id"], []).append(item["caption"])
     return predictions
+
+
+class _CountingSentences:
+    """A captioner that takes a sentence count: it records what it was told and writes that many
+    sentences (one when told nothing)."""
+
+    name = "test-count"
+    trainable = False
+    takes_sentence_count = True
+
+    def __init__(self) -> None:
+        self.told: list[int | None] = []
+
+    def warm_up(self, options: Any) -> None:
+        pass
+
+    def describe(self, analysis: Any, options: Any) -> Any:
+        from spotdiff_cli.types import Sentence
+
+        self.told.append(options.num_sentences)
+        n = options.num_sentences or 1
+        return [Sentence(text=f"a car appeared {i}") for i in range(n)]
+
+
+def test_eval_gold_count_gives_each_pair_its_gold_sentence_count(
+    split8: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spotdiff_cli.data import load_dataset
+    from spotdiff_cli.evaluate.protocols import gold_sentence_count
+
+    model = _CountingSentences()
+    _register(monkeypatch, "test-count", model)
+    args = ["eval", "--model", "test-count", "--dataset", str(split8), "--protocol", "multi"]
+    args += ["--metrics", "BLEU-4", "--tokenizer", "python", "--no-breakdown"]
+    _run([*args, "--out", str(tmp_path / "plain")])
+    assert model.told == [None] * 8
+    model.told.clear()
+    _run([*args, "--gold-count", "--out", str(tmp_path / "gold")])
+    pairs = load_dataset(split8, "test", require_images=False).pairs
+    gold = [gold_sentence_count(p) for p in pairs]
+    # Each pair is told the number of sentences its annotators wrote (1-4 changes per pair).
+    assert model.told == gold and max(gold) > 1
+    assert gold == [len([s for s in p.annotations[0] if s.strip()]) for p in pairs]
+    saved = json.loads((tmp_path / "gold" / "results.json").read_text())
+    assert saved["settings"]["gold_count"] is True
+    written: dict[str, int] = {}
+    for item in json.loads((tmp_path / "gold" / "predictions.json").read_text()):
+        written[str(item["image_id"])] = written.get(str(item["image_id"]), 0) + 1
+    assert [written[p.id] for p in pairs] == gold
+
+
+def test_gold_sentence_count_is_the_median_over_annotators() -> None:
+    from spotdiff_cli.data.readers import DatasetPair
+    from spotdiff_cli.evaluate.protocols import gold_sentence_count
+
+    def pair(*counts: int) -> DatasetPair:
+        return DatasetPair("p", None, None, tuple(("s",) * c + ("",) for c in counts))
+
+    assert gold_sentence_count(pair(2, 2, 3)) == 2
+    assert gold_sentence_count(pair(1, 2)) == 2  # halves round up
+    assert gold_sentence_count(pair(0)) == 1 and gold_sentence_count(pair()) == 1

@@ -26,12 +26,15 @@ class Hint:
 
 @dataclass(frozen=True)
 class DescribeOptions:
-    """Per-call options: how many sentences at most, whether recognisers may run, and what
-    earlier pairs of the same sequence recognised (``hints``)."""
+    """Per-call options: how many sentences at most, whether recognisers may run, what earlier
+    pairs of the same sequence recognised (``hints``), and, for evaluation under the paper's
+    multi-sentence protocol (Spot-the-diff §3.3, ``eval --gold-count``), the number of sentences
+    to write (``num_sentences``; models that cannot take a count ignore it)."""
 
     max_sentences: int = 5
     recognise: bool = True
     hints: tuple[Hint, ...] = ()
+    num_sentences: int | None = None
 
 
 class Captioner:

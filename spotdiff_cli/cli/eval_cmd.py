@@ -60,6 +60,12 @@ def evaluate(
     sentences: int = typer.Option(
         5, "--sentences", "-n", help="--model: at most this many sentences per pair."
     ),
+    gold_count: bool = typer.Option(
+        False,
+        "--gold-count",
+        help="--model: tell the model each pair's gold number of sentences (the paper's "
+        "multi-sentence protocol; ddla, ddla-uniform, nn-multi use it).",
+    ),
     config: Optional[Path] = typer.Option(
         None, "--config", help="--model: YAML with an `analysis:` section."
     ),
@@ -109,6 +115,7 @@ def evaluate(
             max_sentences=sentences,
             limit=limit,
             progress=progress.update,
+            gold_count=gold_count,
         )
     folder = out or Path("eval") / f"{evaluation.name}-{split}"
     paths = write_evaluation(evaluation, folder)

@@ -484,6 +484,16 @@ def evaluate_predictions(
     return result
 
 
+def gold_sentence_count(pair: DatasetPair) -> int:
+    """The number of sentences a pair's description has (Spot-the-diff §3.3: "we use the gold
+    number of sentences T"): the median over its annotators of their non-empty sentences, halves
+    rounded up, at least 1. (The synthetic annotators all write one sentence per change.)"""
+    counts = sorted(sum(1 for s in a if s.strip()) for a in pair.annotations) or [1]
+    middle = len(counts) // 2
+    median = counts[middle] if len(counts) % 2 else (counts[middle - 1] + counts[middle] + 1) // 2
+    return max(1, median)
+
+
 def evaluate_model(
     model: str,
     dataset: str | Path,
@@ -499,11 +509,15 @@ def evaluate_model(
     tokenizer: str = "auto",
     breakdown: bool = True,
     progress: Callable[[int, int], None] | None = None,
+    gold_count: bool = False,
 ) -> EvalResult:
     """Run captioner ``model`` over a split's image pairs and score what it says.
 
     analysis: an ``AnalysisConfig`` (defaults when None). limit: only the first N pairs (a quick
     look; scores of a subset are not comparable to published ones, and the result says so).
+    gold_count: tell the model each pair's gold number of sentences (:func:`gold_sentence_count`),
+    the paper's multi-sentence protocol (it conditions DDLA on it, §3.3; CAPT-MULTI is never told,
+    footnote 2); models that cannot take a count (``takes_sentence_count``) are noted, not told.
     Alignment precision is reported when the split has gold alignments (the synthetic benchmark).
     """
     from ..config import AnalysisConfig, CaptionConfig, to_dict
@@ -524,8 +538,10 @@ def evaluate_model(
     predictions: Predictions = {}
     aligned: dict[str, list[tuple[int | None, Box]]] = {}
     nll: list[tuple[float, int]] = []
+    told = gold_count and bool(getattr(captioner, "takes_sentence_count", False))
     for index, pair in enumerate(pairs):
-        report = describer.describe(pair.before, pair.after)  # type: ignore[arg-type]
+        count = gold_sentence_count(pair) if told else None
+        report = describer.describe(pair.before, pair.after, num_sentences=count)  # type: ignore[arg-type]
         result, sentences = report.analysis, report.sentences
         predictions[pair.id] = [s.text for s in sentences] or [""]
         boxes = {c.id: c.bbox for c in result.clusters}
@@ -543,6 +559,12 @@ def evaluate_model(
     )
     scored = score_dataset(subset, predictions, protocols, metrics, tokenizer, breakdown)
     scored.model = model
+    if gold_count:
+        scored.notes.append(
+            "--gold-count: each pair's gold number of sentences was given to the model"
+            if told
+            else f"--gold-count: model '{model}' does not take a sentence count; not given"
+        )
     if limit and limit < len(data.pairs):
         scored.notes.append(
             f"--limit {limit}: scored the first {len(pairs)} of {len(data.pairs)} pairs only"
@@ -563,6 +585,7 @@ def evaluate_model(
         "split": split,
         "format": data.format,
         "max_sentences": max_sentences,
+        "gold_count": told,
         "limit": limit,
         "protocols": list(protocols),
         "metrics": list(metrics or DEFAULT_METRICS),

@@ -118,17 +118,21 @@ def evaluate_runs(
     limit: int | None = None,
     resamples: int = RESAMPLES,
     progress: Callable[[str, int, int], None] | None = None,
+    gold_count: bool = False,
 ) -> Evaluation:
     """Score every run of model A and, with ``compare_with``, model B; bootstrap A - B.
 
     A is ``predictions`` (one file per run) or ``model`` run once per checkpoint in ``weights``
     (once with its default weights when empty). progress: (stage, done, total) while a model
-    runs over the split.
+    runs over the split. gold_count: give the model each pair's gold sentence count
+    (``protocols.evaluate_model``).
     """
     if bool(predictions) == bool(model):
         raise UsageError("give exactly one of --predictions FILE or --model NAME")
     if weights and not model:
         raise UsageError("--weights goes with --model (predictions files need none)")
+    if gold_count and not model:
+        raise UsageError("--gold-count goes with --model (it tells the model how many sentences)")
     compared_files = [f for path in compare_with for f in predictions_files(path)]  # fail early
     common = dict(protocols=protocols, metrics=metrics, tokenizer=tokenizer, breakdown=breakdown)
     runs: list[EvalResult] = []
@@ -162,6 +166,7 @@ def evaluate_runs(
                     max_sentences,
                     limit,
                     progress=tick,
+                    gold_count=gold_count,
                     **common,
                 )
             )
