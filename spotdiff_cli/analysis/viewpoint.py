@@ -1,18 +1,22 @@
-"""The moved-camera path of the analysis: warp by the camera's homography, then decide object by
-object whether what still differs is a change or parallax.
+"""What a shift does not explain: a camera that moved (warp by its homography, then judge
+object by object whether what still differs is a change or parallax), and a light that changed.
 
 A homography maps one plane exactly. Everything standing off it (a cube on the floor, a parked
 car in front of a wall) lands a few pixels from where the homography puts it, so its outline
-still differs after the warp. Such a region is *explained by parallax*: some small local shift d
-maps the before image onto the after image over the whole region, in both directions - each
-changed before pixel finds its match in the after image, and each changed after pixel finds its
-match in the before image. An object that appeared, left, moved further than the parallax bound,
-or changed colour or material has no such shift, and stays a change.
+still differs after the warp. Such a region is *explained by parallax*: small local shifts map
+the before image onto the after image over the whole region, in both directions - each changed
+before pixel finds its match in the after image, and each changed after pixel finds its match in
+the before image. An object that appeared, left, moved further than the parallax bound, or
+changed colour or material has no such shifts, and stays a change.
+
+A swung light moves shadows and shading. Under a changed light, a region whose colours kept
+their direction (only brighter or darker) and whose edges are as many as before is explained by
+the light; a light-coloured object that arrived keeps the direction but brings its outline.
 
 ``follow_camera`` is called by ``analyse_pair`` only when the shift-aligned pair left clusters
-(or a whole-view change); it returns None when the camera did not move beyond a shift or when
-the homography does not explain more of the view than the shift did, and the shift-aligned
-analysis stands unchanged.
+(or a whole-view change); it returns None - the shift-aligned analysis stands untouched - when
+the camera did not move beyond a shift (or the homography explains no more than the shift did)
+and the light did not change.
 """
 
 from __future__ import annotations
