@@ -56,6 +56,13 @@ def caption(
         help="search, phase or none. \\[default: search]",
         rich_help_panel="Analysis",
     ),
+    camera: Optional[str] = typer.Option(
+        None,
+        "--camera",
+        help="auto (follow a camera that panned, tilted, rolled or zoomed) or fixed "
+        "(shift search only). \\[default: auto]",
+        rich_help_panel="Analysis",
+    ),
     max_shift: Optional[int] = typer.Option(
         None,
         "--max-shift",
@@ -117,6 +124,7 @@ def caption(
         analysis=dict(
             work_size=work_size,
             align=align,
+            camera=camera,
             max_shift=max_shift,
             delta=delta,
             blur_sigma=blur,

@@ -1,0 +1,245 @@
+"""A moved camera is not a changed scene: synthetic pairs whose camera motion is an exact,
+known homography (a flat, textured floor warped with cv2.warpPerspective), objects that stand
+off the floor (parallax), objects that really changed, and a fixed camera that must behave as
+it did before camera motion was followed. A rendered CLEVR-style check runs with ``-m slow``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import cv2
+import numpy as np
+import pytest
+from conftest import draw_box, textured_background
+from typer.testing import CliRunner
+
+from spotdiff_cli import api
+from spotdiff_cli.analysis import analyse_pair, make_pair
+from spotdiff_cli.analysis.camera import estimate_homography, project
+from spotdiff_cli.cli import app
+from spotdiff_cli.config import AnalysisConfig, CaptionConfig
+from spotdiff_cli.types import Frame
+
+OBJECT_KINDS = {"appeared", "disappeared", "moved", "colour", "material", "changed", "scene"}
+H, W = 240, 320
+
+
+def floor(seed: int = 0) -> np.ndarray:
+    """A flat floor: asphalt-like texture with 60 small painted marks (what ORB finds), (H, W, 3)
+    uint8 RGB. Everything in it lies on one plane, so a homography maps it exactly."""
+    rng = np.random.default_rng(seed)
+    image = textured_background(H, W, seed)
+    for _ in range(60):
+        colour = tuple(int(c) for c in rng.integers(30, 230, 3))
+        x, y = int(rng.integers(0, W)), int(rng.integers(0, H))
+        if rng.random() < 0.5:
+            cv2.circle(image, (x, y), int(rng.integers(3, 8)), colour, -1)
+        else:
+            w, h = (int(v) for v in rng.integers(4, 14, 2))
+            cv2.rectangle(image, (x, y), (x + w, y + h), colour, -1)
+    return image
+
+
+def camera_motion(
+    angle: float = 2.0, zoom: float = 1.05, shift: tuple[float, float] = (8.0, -5.0)
+) -> np.ndarray:
+    """(3, 3) homography before -> after: turn the content by ``angle`` degrees (clockwise on
+    screen) and scale it by ``zoom`` about the centre, then move it by ``shift`` px."""
+    c, s = math.cos(math.radians(angle)) * zoom, math.sin(math.radians(angle)) * zoom
+    cx, cy = (W - 1) / 2, (H - 1) / 2
+    to_centre = np.array([[1, 0, -cx], [0, 1, -cy], [0, 0, 1]], dtype=np.float64)
+    turn = np.array([[c, -s, 0], [s, c, 0], [0, 0, 1]], dtype=np.float64)
+    back = np.array([[1, 0, cx + shift[0]], [0, 1, cy + shift[1]], [0, 0, 1]], dtype=np.float64)
+    return back @ turn @ to_centre
+
+
+def seen_from(image: np.ndarray, homography: np.ndarray) -> np.ndarray:
+    """The image as the moved camera sees it: after(H p) = image(p)."""
+    return cv2.warpPerspective(image, homography, (W, H), borderMode=cv2.BORDER_REFLECT)
+
+
+def at(homography: np.ndarray, x: float, y: float) -> tuple[int, int]:
+    """Where before pixel (x, y) is in the after image."""
+    px, py = project(homography, np.array([[x, y]], dtype=np.float64))[0]
+    return round(px), round(py)
+
+
+def describe(before: np.ndarray, after: np.ndarray, **analysis):
+    return api.describe_pair(
+        before, after, AnalysisConfig(**analysis), CaptionConfig(recognise=False)
+    )
+
+
+def kinds(report) -> list[str]:
+    return [s.kind for s in report.sentences]
+
+
+def test_the_homography_is_recovered():
+    truth = camera_motion()
+    fit = estimate_homography(floor(), seen_from(floor(), truth))
+    assert fit is not None and fit.inliers >= 30
+    corners = np.array([[0, 0], [W, 0], [W, H], [0, H]], dtype=np.float64)
+    error = np.linalg.norm(project(fit.matrix, corners) - project(truth, corners), axis=1)
+    assert error.max() < 1.5, error
+
+
+def test_a_moved_camera_alone_is_no_change_and_says_how_much_it_moved():
+    before = floor()
+    report = describe(before, seen_from(before, camera_motion()))
+    assert not set(kinds(report)) & OBJECT_KINDS, [s.text for s in report.sentences]
+    assert kinds(report) == ["camera"]
+    motion = report.analysis.camera
+    assert motion is not None
+    assert motion.zoom == pytest.approx(1.05, abs=0.01)
+    assert motion.rotation == pytest.approx(2.0, abs=0.3)
+    assert (motion.dx, motion.dy) == pytest.approx((8.0, -5.0), abs=1.0)
+    # The content went right and up, so the camera panned left and tilted down; the content
+    # turned clockwise, so the camera rolled anticlockwise; things look bigger: zoomed in.
+    assert report.sentences[0].text == (
+        "the camera moved: it panned 8 px left, tilted 5 px down, rolled 2.0° anticlockwise "
+        "and zoomed in 5 %"
+    )
+
+
+def test_an_object_added_while_the_camera_moved_is_reported_where_it_is():
+    before = floor()
+    truth = camera_motion(angle=-1.5, zoom=0.96, shift=(-10.0, 6.0))
+    x, y = at(truth, 250, 180)  # where the before frame's lower right is, in the after image
+    after = draw_box(seen_from(before, truth), x - 20, y - 15, 40, 30, (220, 40, 40))
+    report = describe(before, after)
+    assert kinds(report) == ["appeared", "camera"], [s.text for s in report.sentences]
+    assert report.sentences[0].text == "a red object appeared in the lower right"
+    bx, by, bw, bh = report.analysis.clusters[0].bbox
+    assert abs(bx + bw / 2 - 250) < 6 and abs(by + bh / 2 - 180) < 6
+
+
+def test_parallax_of_an_object_standing_off_the_floor_is_not_a_change():
+    # A post on the floor: its top sits above the plane, so it lands 4 px from where the
+    # floor's homography puts it.
+    before = floor(1)
+    truth = camera_motion()
+    cv2.circle(before, (110, 90), 16, (40, 90, 200), -1)
+    after = seen_from(floor(1), truth)
+    x, y = at(truth, 110, 90)
+    cv2.circle(after, (x + 3, y - 3), 17, (40, 90, 200), -1)
+    report = describe(before, after)
+    assert not set(kinds(report)) & OBJECT_KINDS, [s.text for s in report.sentences]
+    assert "camera" in kinds(report)
+
+
+def test_a_recoloured_object_is_a_colour_change_even_when_the_camera_moved():
+    before = floor(2)
+    truth = camera_motion(angle=1.0, zoom=1.03, shift=(6.0, 4.0))
+    after = seen_from(before, truth)
+    cv2.circle(before, (160, 120), 22, (210, 40, 40), -1)
+    cv2.circle(after, at(truth, 160, 120), 23, (40, 70, 210), -1)
+    report = describe(before, after)
+    assert kinds(report)[0] == "colour", [s.text for s in report.sentences]
+    assert report.sentences[0].text.endswith("changed colour from red to blue")
+
+
+@pytest.mark.parametrize("dx,dy", [(3, 0), (-3, 2)])
+def test_a_fixed_camera_that_drifts_reads_as_before(dx, dy):
+    big = textured_background(260, 340, seed=3)
+    before = big[10:250, 10:330]
+    after = draw_box(big[10 + dy : 250 + dy, 10 + dx : 330 + dx], 60, 150, 40, 40, (40, 200, 60))
+    followed = describe(before, after)
+    fixed = describe(before, after, camera="fixed")
+    assert followed.analysis.camera is None and "camera" not in kinds(followed)
+    assert [s.text for s in followed.sentences] == [s.text for s in fixed.sentences]
+    assert followed.analysis.alignment == fixed.analysis.alignment
+
+
+def test_fixed_setting_keeps_the_shift_search_alone():
+    before = floor()
+    report = describe(before, seen_from(before, camera_motion()), camera="fixed")
+    assert report.analysis.camera is None and "camera" not in kinds(report)
+    assert set(kinds(report)) & OBJECT_KINDS  # the old behaviour: the view's edges differ
+
+
+def _plain_floor(seed: int) -> np.ndarray:
+    """A plain grey floor with sensor noise, like a rendered CLEVR ground."""
+    noise = np.random.default_rng(seed).normal(0, 3, (H, W, 3))
+    return np.clip(150 + noise, 0, 255).astype(np.uint8)
+
+
+def _shadowed(image: np.ndarray, centre: tuple[int, int]) -> np.ndarray:
+    """``image`` with a soft cast shadow (60 % light) around ``centre``."""
+    shade = np.zeros((H, W), np.float32)
+    cv2.ellipse(shade, centre, (28, 12), 0, 0, 360, 1.0, -1)
+    shade = cv2.GaussianBlur(shade, (0, 0), 2.5)[:, :, None]
+    return np.clip(image * (1 - 0.4 * shade), 0, 255).astype(np.uint8)
+
+
+def test_a_swung_light_moves_shadows_but_changes_nothing():
+    # A fixed camera; the key light swings and brightens: the object's shadow goes from its
+    # right to its left and the whole view gets 30 % brighter.
+    def view(shadow_x: int, gain: float) -> np.ndarray:
+        image = _shadowed(_plain_floor(int(gain * 10)).astype(np.float32), (shadow_x, 130))
+        image = draw_box(image, 145, 105, 30, 30, (40, 160, 60))
+        return np.clip(image.astype(np.float32) * gain, 0, 255).astype(np.uint8)
+
+    report = describe(view(195, 1.0), view(125, 1.3))
+    assert not set(kinds(report)) & OBJECT_KINDS, [s.text for s in report.sentences]
+
+
+def test_under_a_changed_light_a_light_object_that_arrives_is_still_reported(scene):
+    # The exposure rises by a third and a white box arrives on the (grey, textured) ground:
+    # its colour points the way the ground's does, but it brings edges the ground did not have.
+    brighter = np.clip(scene.astype(np.float32) * 1.35, 0, 255).astype(np.uint8)
+    report = describe(scene, draw_box(brighter, 120, 100, 40, 60, (245, 245, 245)))
+    assert kinds(report)[0] == "appeared", [s.text for s in report.sentences]
+
+
+def test_camera_flag_on_the_command_line(tmp_path):
+    before, after = floor(), seen_from(floor(), camera_motion())
+    paths = []
+    for name, image in (("before.png", before), ("after.png", after)):
+        cv2.imwrite(str(tmp_path / name), cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
+        paths.append(str(tmp_path / name))
+    runner = CliRunner()
+    result = runner.invoke(app, ["caption", *paths, "--no-recognise"])
+    assert result.exit_code == 0 and "the camera moved: it panned 8 px left" in result.output
+    result = runner.invoke(app, ["caption", *paths, "--no-recognise", "--camera", "fixed"])
+    assert result.exit_code == 0 and "camera moved" not in result.output
+    result = runner.invoke(app, ["caption", *paths, "--camera", "moving"])
+    assert result.exit_code == 2 and "--camera must be auto or fixed" in result.output
+
+
+def test_a_watched_region_keeps_the_fixed_camera_path():
+    before = floor()
+    after = seen_from(before, camera_motion())
+    watch = np.zeros((H, W), bool)
+    watch[60:180, 80:240] = True
+    pair = make_pair(Frame(before, "before"), Frame(after, "after"))
+    assert analyse_pair(pair, AnalysisConfig(), watch).camera is None
+
+
+@pytest.mark.slow
+def test_rendered_clevr_scenes_moved_camera_and_real_changes(tmp_path):
+    """Four rendered CLEVR-Change-style scenes (seed 1): each distractor (camera moved) is no
+    change and says the camera moved; each semantic change is reported with its type."""
+    pytest.importorskip(
+        "mitsuba", reason="rendering needs Mitsuba 3: pip install 'spotdiff[render]'"
+    )
+    import json
+
+    from spotdiff_cli.data.clevr_render import render_clevr_change
+    from spotdiff_cli.frames import load_image
+
+    out = tmp_path / "clevr"
+    render_clevr_change(out, pairs=4, seed=1, jobs=1)
+    gold = json.loads((out / "gold.json").read_text())
+    expected = {"material": "material", "move": "moved", "color": "colour", "drop": "disappeared"}
+    for record in gold.values():
+        i = record["index"]
+        before = load_image(out / "images" / f"CLEVR_default_{i:06d}.png")
+        distractor = load_image(out / "nsc_images" / f"CLEVR_nonsemantic_{i:06d}.png")
+        semantic = load_image(out / "sc_images" / f"CLEVR_semantic_{i:06d}.png")
+        quiet = describe(before, distractor)
+        assert not set(kinds(quiet)) & OBJECT_KINDS, (i, [s.text for s in quiet.sentences])
+        if "viewpoint" in record["distractor"]:
+            assert "camera" in kinds(quiet)
+        changed = describe(before, semantic)
+        assert kinds(changed)[0] == expected[record["type"]], (i, changed.sentences[0].text)
