@@ -101,6 +101,8 @@ class ChangeMask:
     raw_changed_fraction: share of valid pixels above delta *before* photometric normalisation.
     changed_fraction: share of valid pixels above delta after it.
     lighting_changed: True when the global exposure / white balance differed enough to matter.
+    lighting_correction: the mean grey-level change the global light fit made (0 when lighting
+        normalisation is off): how much the light changed, whether or not it is said.
     """
 
     active: np.ndarray
@@ -109,6 +111,7 @@ class ChangeMask:
     raw_changed_fraction: float
     changed_fraction: float
     lighting_changed: bool
+    lighting_correction: float = 0.0
 
     @property
     def n_active(self) -> int:

@@ -42,6 +42,47 @@ _MIN_INLIERS = 12
 _MIN_INLIER_SHARE = 0.25
 
 
+# The glance that spares a fixed camera the homography: grey ORB features on a thumbnail of at
+# most _GLANCE_SIDE px, _GLANCE_FEATURES of them; the camera stayed when at least _STAYED_SHARE
+# of at least _GLANCE_MIN_MATCHES matches move by the found shift within _GLANCE_TOLERANCE
+# thumbnail px (a fixed camera's static background: 80-100 %; CLEVR-style moved cameras: a few
+# per cent, up to half when the move is nearly a pan).
+_GLANCE_SIDE = 320
+_GLANCE_FEATURES = 500
+_GLANCE_MIN_MATCHES = 12
+_GLANCE_TOLERANCE = 2.0
+_STAYED_SHARE = 0.6
+
+
+def camera_stayed(before: np.ndarray, after: np.ndarray, alignment: Alignment) -> bool:
+    """A quick look whether the camera stayed where the shift search put it.
+
+    before, after: (H, W, 3) uint8 RGB; alignment: the shift search's (image px). True when most
+    feature matches between thumbnails move by that shift: then the view did not turn, roll or
+    zoom, and what differs is the scene (a few milliseconds, where the full estimate costs tens).
+    False when they do not, or when there are too few to tell.
+    """
+    grey_b, factor = _resized(cv2.cvtColor(before, cv2.COLOR_RGB2GRAY), _GLANCE_SIDE)
+    grey_a, _ = _resized(cv2.cvtColor(after, cv2.COLOR_RGB2GRAY), _GLANCE_SIDE)
+    orb = cv2.ORB_create(_GLANCE_FEATURES, fastThreshold=_FAST_THRESHOLD)
+    pts_b, pts_a = _matched_points(orb, grey_b, grey_a)
+    if len(pts_b) < _GLANCE_MIN_MATCHES:
+        return False
+    moved = pts_b + np.array([alignment.dx, alignment.dy], dtype=np.float32) / factor
+    agree = np.linalg.norm(pts_a - moved, axis=1) < _GLANCE_TOLERANCE
+    return float(agree.mean()) >= _STAYED_SHARE
+
+
+def _resized(image: np.ndarray, side: int) -> tuple[np.ndarray, float]:
+    """``image`` shrunk so its long side is at most ``side``, and the factor new px -> old px."""
+    h, w = image.shape[:2]
+    factor = max(h, w) / side
+    if factor <= 1:
+        return image, 1.0
+    size = (max(1, round(w / factor)), max(1, round(h / factor)))
+    return cv2.resize(image, size, interpolation=cv2.INTER_AREA), factor
+
+
 def _detection_channels(image: np.ndarray) -> tuple[list[np.ndarray], float]:
     """(H, W, 3) uint8 RGB -> [grey, chroma] uint8 images with long side <= _DETECT_SIDE, and the
     factor detection px -> image px.
@@ -52,13 +93,7 @@ def _detection_channels(image: np.ndarray) -> tuple[list[np.ndarray], float]:
     with the key light of a CLEVR scene turned 20-50 degrees, grey features alone left 9-16
     inliers (and wrong homographies), chroma features 30-60.
     """
-    h, w = image.shape[:2]
-    factor = max(h, w) / _DETECT_SIDE
-    if factor > 1:
-        size = (max(1, round(w / factor)), max(1, round(h / factor)))
-        image = cv2.resize(image, size, interpolation=cv2.INTER_AREA)
-    else:
-        factor = 1.0
+    image, factor = _resized(image, _DETECT_SIDE)
     grey = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY)
     lab = cv2.cvtColor(image, cv2.COLOR_RGB2LAB)
     a = lab[:, :, 1].astype(np.int16) - 128

@@ -113,6 +113,7 @@ def compute_change_mask(
     raw_fraction = float(((raw_distance > config.delta) & valid).sum()) / n_valid
     corrected = after
     lighting_changed = False
+    correction = 0.0
     distance = raw_distance
     if config.normalise_lighting:
         gains, offsets = fit_lighting(before, after, valid)
@@ -131,15 +132,9 @@ def compute_change_mask(
         raw_changed_fraction=raw_fraction,
         changed_fraction=float(active.sum()) / n_valid,
         lighting_changed=lighting_changed,
+        lighting_correction=correction,
     )
     return mask, corrected
-
-
-def lighting_correction(before: np.ndarray, after: np.ndarray, valid: np.ndarray) -> float:
-    """How much the global light changed: the mean grey-level change (over ``valid``) that the
-    fitted per-channel gains make to ``after``. before, after: (H, W, 3) uint8; valid: (H, W)."""
-    gains, offsets = fit_lighting(before, after, valid)
-    return _mean_correction(after, valid, gains, offsets)
 
 
 def _mean_correction(

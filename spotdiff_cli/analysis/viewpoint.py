@@ -32,13 +32,14 @@ from ..config import AnalysisConfig
 from ..types import Alignment, CameraMotion, ChangeMask, Cluster
 from .camera import (
     HomographyFit,
+    camera_stayed,
     departure_from_shift,
     describe_motion,
     estimate_homography,
     warp_to_before,
 )
 from .cluster import clusters_from_labels, grid_dbscan
-from .diff import compute_change_mask, lighting_correction
+from .diff import compute_change_mask
 
 # The homography must depart from the found shift by this many analysed pixels somewhere in the
 # frame before the camera counts as moved: a fixed camera's drift is a shift, and sub-pixel
@@ -53,7 +54,7 @@ _SHIFT_TOLERANCE = 3.0
 _NOT_WORSE = 1.1
 # With a fixed camera (whose light changed), the local shifts searched: the shift search's
 # sub-pixel residue, not a moving object's step.
-_FIXED_RADIUS = 2
+_FIXED_RADIUS = 1
 # Largest parallax shift searched per region, as a share of the frame's long side (10 px at 320):
 # the residual parallax of objects of CLEVR-Change's size after a plane's homography, well below
 # the ~30 px of its shortest moves.
@@ -61,6 +62,8 @@ _PARALLAX_SHARE = 0.03
 # The local shift is chosen per tile of this share of the frame's long side (16 px at 320): an
 # object's top and foot, or two objects at different depths, move by different parallaxes.
 _TILE_SHARE = 0.05
+# Crops of more pixels than this are judged at a lower resolution.
+_MAX_JUDGED = 20_000
 # A region is explained when at the best local shifts at most this share of its pixels' colours
 # (before and after) have no counterpart within delta.
 _UNEXPLAINED = 0.3
@@ -132,31 +135,42 @@ def follow_camera(
     None - a fixed camera under a steady light is the paper's analysis, untouched.
     """
     h, w = before.shape[:2]
-    fit = estimate_homography(before, after)
     moved = None
-    if (
-        fit is not None
-        and departure_from_shift(fit.matrix, shifted.alignment, h, w) >= _MIN_DEPARTURE
-    ):
-        moved = _warped_view(before, after, fit, shifted, config)
+    if not camera_stayed(before, after, shifted.alignment):
+        fit = estimate_homography(before, after)
+        if (
+            fit is not None
+            and departure_from_shift(fit.matrix, shifted.alignment, h, w) >= _MIN_DEPARTURE
+        ):
+            moved = _warped_view(before, after, fit, shifted, config)
     view = moved or shifted
-    relit = lighting_correction(before, view.after, view.valid) > _RELIT_LEVELS
+    relit = view.mask.lighting_correction > _RELIT_LEVELS
     if moved is None and not relit:
         return None
     clusters, mask = view.clusters, view.mask
-    if moved is not None and relit:
-        # Only when the light changed: under a steady light, a surface that kept its structure
-        # and got darker or lighter is another finish (a matte cube turned metal), and the
-        # channel correlations of is_relit cannot tell the two apart.
-        clusters, relit_pixels = drop_relit(before, view.corrected, clusters, config)
-        if relit_pixels > 0.02 * h * w and not mask.lighting_changed:
-            mask = dataclasses.replace(mask, lighting_changed=True)
-    radius = max(_FIXED_RADIUS, round(_PARALLAX_SHARE * max(h, w))) if moved else _FIXED_RADIUS
-    kept = [
-        c
-        for c in clusters
-        if not explained_by_parallax(before, view.corrected, c.mask, radius, config, relit)
-    ]
+    if moved is None:
+        # The camera stayed and the light changed: only what the light explains goes; the
+        # shift search already aligned the view, so a pixel of slack is enough.
+        kept = [
+            c
+            for c in clusters
+            if not explained_by_light(before, view.corrected, c.mask, _FIXED_RADIUS, config)
+        ]
+    else:
+        if relit:
+            # Only when the light changed: under a steady light, a surface that kept its
+            # structure and got darker or lighter is another finish (a matte cube turned
+            # metal), and the channel correlations of is_relit cannot tell the two apart.
+            clusters, relit_pixels = drop_relit(before, view.corrected, clusters, config)
+            if relit_pixels > 0.02 * h * w and not mask.lighting_changed:
+                mask = dataclasses.replace(mask, lighting_changed=True)
+        radius = max(_FIXED_RADIUS, round(_PARALLAX_SHARE * max(h, w)))
+        kept = [
+            c
+            for c in clusters
+            if not explained_by_parallax(before, view.corrected, c.mask, radius, config)
+            and not (relit and explained_by_light(before, view.corrected, c.mask, radius, config))
+        ]
     return dataclasses.replace(
         view, mask=mask, clusters=[dataclasses.replace(c, id=i) for i, c in enumerate(kept)]
     )
@@ -239,8 +253,17 @@ def unexplained_share(
     crop_b = _blur(before[y0:y1, x0:x1], config.blur_sigma)
     crop_a = _blur(after[y0:y1, x0:x1], config.blur_sigma)
     inside = region[y0:y1, x0:x1].astype(np.float32)
-    ch, cw = inside.shape
     tile = max(4, round(_TILE_SHARE * max(h, w)))
+    # A big region (a car filling a 640 px frame) is judged at a lower resolution: every shift
+    # costs the crop's size, and colours that match at 2 px match at 1.
+    step = int(np.ceil(np.sqrt(inside.size / _MAX_JUDGED)))
+    if step > 1:
+        size = (max(1, inside.shape[1] // step), max(1, inside.shape[0] // step))
+        crop_b, crop_a, inside = (
+            cv2.resize(x, size, interpolation=cv2.INTER_AREA) for x in (crop_b, crop_a, inside)
+        )
+        radius, tile = max(1, -(-radius // step)), max(4, tile // step)
+    ch, cw = inside.shape
     best = None
     delta2 = config.delta**2
     for dy in range(-radius, radius + 1):
@@ -277,25 +300,22 @@ def _tile_sums(image: np.ndarray, tile: int) -> np.ndarray:
 
 
 def explained_by_parallax(
-    before: np.ndarray,
-    after: np.ndarray,
-    region: np.ndarray,
-    radius: int,
-    config: AnalysisConfig,
-    relit: bool = False,
+    before: np.ndarray, after: np.ndarray, region: np.ndarray, radius: int, config: AnalysisConfig
 ) -> bool:
-    """True when a small local shift explains the region (see ``unexplained_share``).
+    """True when small local shifts explain the region (see ``unexplained_share``)."""
+    return unexplained_share(before, after, region, radius, config) <= _UNEXPLAINED
 
-    With a changed light, a region that only got brighter or darker is explained too - if it
-    kept its structure: a moved shadow on a plain floor or a re-shaded ball has as many edges
-    as before, a white car that arrived on grey asphalt (same colour direction) many more.
-    """
-    if unexplained_share(before, after, region, radius, config) <= _UNEXPLAINED:
-        return True
+
+def explained_by_light(
+    before: np.ndarray, after: np.ndarray, region: np.ndarray, radius: int, config: AnalysisConfig
+) -> bool:
+    """True when a changed light explains the region: it only got brighter or darker (colour
+    directions kept, up to local shifts of ``radius``) and it kept its structure - a moved
+    shadow on a plain floor or a re-shaded ball has as many edges as before, a white car that
+    arrived on grey asphalt many more."""
     return (
-        relit
+        structure_ratio(before, after, region) <= _SAME_STRUCTURE
         and unexplained_share(before, after, region, radius, config, relit=True) <= _UNEXPLAINED
-        and structure_ratio(before, after, region) <= _SAME_STRUCTURE
     )
 
 
