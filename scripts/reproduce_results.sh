@@ -2,22 +2,44 @@
 # Reproduce docs/results.md: Spot-the-diff Tables 4 and 5 (and the §5 alignment study) on the
 # synthetic benchmark, every model trained on the CPU.
 #
-#   scripts/reproduce_results.sh                 # everything, end to end (~50 min on 2 CPU cores)
+#   scripts/reproduce_results.sh                 # every run of RUNS, end to end (~1 h on 2 CPU cores)
 #   WORK=/tmp/res EPOCHS=8 scripts/reproduce_results.sh
+#   RUNS="nn-paper capt-paper ddla-uniform" JOBS=1 REPETITION_GUARD=0 scripts/reproduce_results.sh
+#
+# A *run* is a model with settings (the table below): the paper's baselines (issue 12) next to
+# the stronger variants this project first had, so both orderings can be read off one table.
+#
+#   run                    model          settings beyond training/<model>-synth.yaml
+#   nn-paper               nn             pair_difference: false (the paper's [F1, F2]); selection: paper (a random sentence)
+#   nn-typical             nn             selection: typical (the consensus sentence; the first release's nn)
+#   nn-multi-paper         nn-multi       pair_difference: false
+#   nn-multi               nn-multi       (with the |F2 - F1| channel)
+#   capt-paper             capt           pair_difference: false
+#   capt                   capt           (with the F2 - F1 channel)
+#   capt-masked            capt-masked
+#   capt-multi             capt-multi
+#   ddla-uniform           ddla-uniform   selection: paper (a random cluster for one sentence)
+#   ddla-uniform-largest   ddla-uniform   selection: largest; the weights of ddla-uniform, not retrained
+#   ddla                   ddla
+#   nn                     nn             the code's defaults (selection: paper, with the difference)
+#
+# Environment: RUNS (default: all but `nn`), WORK, DATA, EPOCHS (12; per run EPOCHS_<run with _
+# for ->), BUDGET_S (420; per run BUDGET_S_<run>), SEED (0), JOBS (2 runs side by side; 1 = one
+# at a time), NICE ("nice -n 19": the machine is shared), REPETITION_GUARD (unset: the models'
+# default, 3; 0 = off, what the runs before the guard decoded with).
 #
 # Steps (each is skipped when its output already exists, so an interrupted run can be restarted):
 #   1. data      spotdiff data synth (1000 pairs, 224 px, seed 0: 800/100/100) + data prepare
-#   2. train     nn, nn-multi (fitted once), then capt, capt-masked, capt-multi, ddla-uniform, ddla,
-#                two at a time, one CPU thread each, training/<model>-synth.yaml with
-#                --epochs $EPOCHS and a wall-clock cap of $BUDGET_S seconds (SIGINT: the loop saves
-#                last.pt; best.pt is the best validation CIDEr reached, §4 early stopping)
-#   3. eval      spotdiff eval --model M --weights RUN/best.pt --dataset DATA --split test
-#   4. extras    DDLA multi-sentence decoding given the gold sentence count T (the paper's protocol),
-#                alignment precision on gold sentences (§5) with chance, learned prior weights and
-#                cluster-mask statistics on the 7x7 grid
-#   5. (removed) the run-time cluster-0 mask fix this study used before the fix landed in
-#                data/cache.py (commit "Fix: the cache lost the most salient cluster's mask");
-#                its outputs under $WORK/maskfix/ are still read by steps 6-7 when present
+#   2. train     nn runs are fitted once; gradient runs train two at a time (JOBS), one CPU thread
+#                each, with --epochs and a wall-clock cap (SIGINT: the loop saves last.pt;
+#                best.pt is the best validation CIDEr reached, §4 early stopping). Runs that only
+#                change a decoding setting (nn-typical, ddla-uniform-largest) copy the checkpoint
+#                of their base run with that setting.
+#   3. eval      spotdiff eval --model M --weights RUN/best.pt --dataset DATA --split test, and for
+#                models told a sentence count (nn-multi, ddla-uniform, ddla) eval --gold-count
+#                --protocol multi (the paper's Table 5 protocol, §3.3) into eval-gold/
+#   4. extras    alignment precision on gold sentences (§5) with chance, learned prior weights and
+#                cluster-mask statistics on the 7x7 grid (when a ddla run is there)
 #   6. bootstrap $WORK/bootstrap.md: paired bootstrap intervals of CIDEr-D differences
 #   7. tables    $WORK/tables.md (the numbers of docs/results.md)
 set -euo pipefail
@@ -30,43 +52,113 @@ DATA=${DATA:-$WORK/synth-1000x224-seed0}
 EPOCHS=${EPOCHS:-12}                  # upper bound; patience 4 (the recipes) may stop sooner
 BUDGET_S=${BUDGET_S:-420}             # training wall-clock budget per model (7 min)
 SEED=${SEED:-0}
-mkdir -p "$WORK/logs"
+JOBS=${JOBS:-2}
+NICE=${NICE:-nice -n 19}
+RUNS=${RUNS:-nn-paper nn-typical nn-multi-paper nn-multi capt-paper capt capt-masked capt-multi ddla-uniform ddla-uniform-largest ddla}
+mkdir -p "$WORK/logs" "$WORK/recipes"
+
+declare -A MODEL=(
+  [nn]=nn [nn-paper]=nn [nn-typical]=nn [nn-multi]=nn-multi [nn-multi-paper]=nn-multi
+  [capt]=capt [capt-paper]=capt [capt-masked]=capt-masked [capt-multi]=capt-multi
+  [ddla-uniform]=ddla-uniform [ddla-uniform-largest]=ddla-uniform [ddla]=ddla
+)
+declare -A SETTINGS=(  # model_config lines added to the recipe
+  [nn-paper]="pair_difference: false" [nn-multi-paper]="pair_difference: false"
+  [capt-paper]="pair_difference: false"
+)
+declare -A DERIVED=(   # run -> "base run|setting=value": same weights, another decoding setting
+  [nn-typical]="nn|selection=typical" [ddla-uniform-largest]="ddla-uniform|selection=largest"
+)
+for run in $RUNS; do
+  [ -n "${MODEL[$run]:-}" ] || { echo "unknown run '$run' (known: ${!MODEL[*]})" >&2; exit 2; }
+done
 
 # -- 1. data ------------------------------------------------------------------------------------
 if [ ! -f "$DATA/synth.json" ]; then
-  "$SPOTDIFF" data synth --out "$DATA" --pairs 1000 --seed 0 --size 224
+  $NICE "$SPOTDIFF" data synth --out "$DATA" --pairs 1000 --seed 0 --size 224
 fi
-"$SPOTDIFF" data prepare "$DATA" --backbone efficientnet_lite0 --device cpu   # no-op when cached
+OMP_NUM_THREADS=1 $NICE "$SPOTDIFF" data prepare "$DATA" --backbone efficientnet_lite0 --device cpu   # no-op when cached
 
 # -- 2. train -----------------------------------------------------------------------------------
-train_one() {  # MODEL: one run in $WORK/runs/MODEL, wall time in $WORK/runs/MODEL.seconds
-  local m=$1 run="$WORK/runs/$1" start
-  [ -f "$run/best.pt" ] && return 0
-  rm -rf "$run"; mkdir -p "$WORK/runs"
+recipe_of() {  # RUN -> a recipe: training/<model>-synth.yaml plus the run's model_config lines
+  local run=$1 out="$WORK/recipes/$1.yaml"
+  cp "training/${MODEL[$run]}-synth.yaml" "$out"   # model_config: is the last block of each
+  [ -n "${SETTINGS[$run]:-}" ] && echo "  ${SETTINGS[$run]}" >> "$out"
+  if [ -n "${REPETITION_GUARD:-}" ] && [ "${MODEL[$run]#nn}" = "${MODEL[$run]}" ]; then
+    echo "  repetition_guard: $REPETITION_GUARD" >> "$out"
+  fi
+  echo "$out"
+}
+
+derive_one() {  # RUN: best.pt of its base run with one decoding setting changed
+  local run=$1 base=${DERIVED[$1]%%|*} change=${DERIVED[$1]#*|}
+  [ -f "$WORK/runs/$run/best.pt" ] && return 0
+  train_one "$base"
+  mkdir -p "$WORK/runs/$run"
+  "$PY" - "$WORK/runs/$base/best.pt" "$WORK/runs/$run/best.pt" "$change" <<'PY'
+import sys
+import torch
+src, dst, change = sys.argv[1:]
+key, value = change.split("=")
+data = torch.load(src, map_location="cpu", weights_only=True)
+data["config"][key] = value
+torch.save(data, dst)
+PY
+  cp "$WORK/runs/$base.seconds" "$WORK/runs/$run.seconds"
+}
+
+train_one() {  # RUN: one run in $WORK/runs/RUN, wall time in $WORK/runs/RUN.seconds
+  local run=$1 dir="$WORK/runs/$1" start key=${1//-/_} recipe
+  [ -n "${DERIVED[$run]:-}" ] && { derive_one "$run"; return 0; }
+  [ -f "$dir/best.pt" ] && return 0
+  rm -rf "$dir"; mkdir -p "$WORK/runs"
+  recipe=$(recipe_of "$run")
+  local epochs_var="EPOCHS_$key" budget_var="BUDGET_S_$key"
   start=$(date +%s)
   # One thread per run: two runs share the 2 cores without oversubscribing them.
-  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 timeout -s INT "$BUDGET_S" \
-    "$SPOTDIFF" train --model "$m" --data "$DATA" --recipe "training/$m-synth.yaml" --out "$run" \
-      --epochs "$EPOCHS" --seed "$SEED" --device cpu > "$WORK/logs/train-$m.log" 2>&1 || true
-  echo $(( $(date +%s) - start )) > "$run.seconds"
-  [ -f "$run/best.pt" ] || { echo "training $m produced no best.pt: see $WORK/logs/train-$m.log" >&2; exit 1; }
+  OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 timeout -s INT "${!budget_var:-$BUDGET_S}" \
+    $NICE "$SPOTDIFF" train --model "${MODEL[$run]}" --data "$DATA" --recipe "$recipe" --out "$dir" \
+      --epochs "${!epochs_var:-$EPOCHS}" --seed "$SEED" --device cpu > "$WORK/logs/train-$run.log" 2>&1 || true
+  echo $(( $(date +%s) - start )) > "$dir.seconds"
+  [ -f "$dir/best.pt" ] || { echo "training $run produced no best.pt: see $WORK/logs/train-$run.log" >&2; exit 1; }
 }
-for m in nn nn-multi; do train_one "$m"; done      # no gradient steps: fit once (seconds)
-train_one ddla & train_one ddla-uniform & wait
-train_one capt & train_one capt-masked & wait
-train_one capt-multi
 
-# -- 3. eval (the command of the issue, test split, both protocols) -----------------------------
-eval_one() {
-  local m=$1
-  [ -f "$WORK/eval/$m/results.json" ] && return 0
-  OMP_NUM_THREADS=1 "$SPOTDIFF" eval --model "$m" --weights "$WORK/runs/$m/best.pt" --dataset "$DATA" \
-    --split test --device cpu --out "$WORK/eval/$m" > "$WORK/logs/eval-$m.log" 2>&1
+in_parallel() {  # FUNCTION RUN...: JOBS at a time
+  local f=$1; shift
+  local pids=()
+  for run in "$@"; do
+    "$f" "$run" & pids+=($!)
+    if [ "${#pids[@]}" -ge "$JOBS" ]; then wait "${pids[@]}"; pids=(); fi
+  done
+  [ "${#pids[@]}" -eq 0 ] || wait "${pids[@]}"
 }
-eval_one ddla & eval_one ddla-uniform & wait
-eval_one capt & eval_one capt-masked & wait
-eval_one capt-multi & eval_one nn & wait
-eval_one nn-multi
+
+fitted=() trained=() derived=()
+for run in $RUNS; do
+  if [ -n "${DERIVED[$run]:-}" ]; then derived+=("$run")
+  elif [ "${MODEL[$run]#nn}" != "${MODEL[$run]}" ]; then fitted+=("$run")
+  else trained+=("$run"); fi
+done
+for run in ${fitted[@]+"${fitted[@]}"}; do train_one "$run"; done   # no gradient steps: fit once (seconds)
+in_parallel train_one ${trained[@]+"${trained[@]}"}
+for run in ${derived[@]+"${derived[@]}"}; do train_one "$run"; done
+
+# -- 3. eval (test split, both protocols; the gold-count protocol where a model takes a count) ----
+eval_one() {
+  local run=$1 m=${MODEL[$1]}
+  if [ ! -f "$WORK/eval/$run/results.json" ]; then
+    OMP_NUM_THREADS=1 $NICE "$SPOTDIFF" eval --model "$m" --weights "$WORK/runs/$run/best.pt" --dataset "$DATA" \
+      --split test --device cpu --out "$WORK/eval/$run" > "$WORK/logs/eval-$run.log" 2>&1
+  fi
+  case $m in nn-multi|ddla|ddla-uniform)
+    [ -f "$WORK/eval-gold/$run/results.json" ] && return 0
+    OMP_NUM_THREADS=1 $NICE "$SPOTDIFF" eval --model "$m" --weights "$WORK/runs/$run/best.pt" --dataset "$DATA" \
+      --split test --device cpu --gold-count --protocol multi --out "$WORK/eval-gold/$run" \
+      > "$WORK/logs/eval-gold-$run.log" 2>&1 ;;
+  esac
+}
+# shellcheck disable=SC2086
+in_parallel eval_one $RUNS
 
 # -- 4. extras ----------------------------------------------------------------------------------
 cat > "$WORK/extras.py" <<'PY'
@@ -78,18 +170,15 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from spotdiff_cli.analysis import analyse_pair, make_pair
 from spotdiff_cli.captioners.checkpoint import load_checkpoint
 from spotdiff_cli.captioners.spot_the_diff.common import soft_iou
-from spotdiff_cli.config import AnalysisConfig
 from spotdiff_cli.data import load_dataset
 from spotdiff_cli.data.cache import load_analysis
-from spotdiff_cli.evaluate.protocols import Dataset, alignment_hit, score_dataset
-from spotdiff_cli.frames.image import load_image
+from spotdiff_cli.evaluate.protocols import alignment_hit
 from spotdiff_cli.train.batches import _keep_clusters, load_training_data
-from spotdiff_cli.types import Frame
 
 work, root = Path(sys.argv[1]), Path(sys.argv[2])
+names = [n for n in ("ddla", "ddla-uniform") if (work / "runs" / n / "best.pt").is_file()]
 torch.set_grad_enabled(False)
 test = load_dataset(root, "test", require_images=True)
 out: dict = {}
@@ -107,7 +196,7 @@ def boxes_of(pair_id: str) -> np.ndarray:
 #     with the sentence's change (before, after or union box), as `spotdiff eval` counts hits.
 #     Chance = the expected hit rate of a uniformly random cluster (hits / K per sentence), and
 #     1/K averaged (the paper's kind of chance).  Only sentences of changed pairs with >= 1 cluster.
-for name in ("ddla", "ddla-uniform"):
+for name in names:
     model, _ = load_checkpoint(str(work / "runs" / name / "best.pt"), "cpu")
     model.eval()
     data = load_training_data(root, "test", model.vocab, max_clusters=10)
@@ -157,7 +246,7 @@ for name in ("ddla", "ddla-uniform"):
     print(name, json.dumps(entry), flush=True)
 
 # (b) Cluster masks on the 7x7 grid: how distinct are two clusters of the same pair?
-data = load_training_data(root, "test", load_checkpoint(str(work / "runs/ddla/best.pt"), "cpu")[0].vocab, max_clusters=10)
+data = load_training_data(root, "test", load_checkpoint(str(work / "runs" / names[0] / "best.pt"), "cpu")[0].vocab, max_clusters=10)
 ious, cells, ks = [], [], []
 for pair in data.pairs:
     m = torch.from_numpy(pair.masks).flatten(1)
@@ -176,34 +265,17 @@ out["grid_masks"] = {
 }
 print("grid", json.dumps(out["grid_masks"]), flush=True)
 
-# (c) Multi-sentence decoding given the gold number of sentences T (the paper conditions DDLA on
-#     it, §3.3), through the same analysis + describe pipeline as `spotdiff eval`.
-analyses = {}
-for pair in test.pairs:
-    before = Frame(load_image(pair.before), str(pair.before))
-    after = Frame(load_image(pair.after), str(pair.after))
-    analyses[pair.id] = analyse_pair(make_pair(before, after), AnalysisConfig())
-for name in ("ddla", "ddla-uniform"):
-    model, _ = load_checkpoint(str(work / "runs" / name / "best.pt"), "cpu")
-    predictions = {}
-    for pair in test.pairs:
-        counts = [sum(1 for s in a if s.strip()) for a in pair.annotations]
-        t = max(1, int(round(float(np.median(counts)))))  # synthetic annotators all write the same count
-        items = model.generate_items(model.analysis_batch(analyses[pair.id]), 5, num_sentences=[t])[0]
-        predictions[pair.id] = [g.text for g in items] or [""]
-    result = score_dataset(test, predictions, protocols=("multi",), breakdown=False)
-    r = result.results[0]
-    out[f"multi_gold_T/{name}"] = {"scores": r.scores, "len_ratio": r.len_ratio, "tokenizer": r.tokenizer}
-    print(name, "gold T", json.dumps(out[f"multi_gold_T/{name}"]), flush=True)
-
 (work / "extras.json").write_text(json.dumps(out, indent=2) + "\n")
 PY
-[ -f "$WORK/extras.json" ] || OMP_NUM_THREADS=2 "$PY" "$WORK/extras.py" "$WORK" "$DATA"
+if [ ! -f "$WORK/extras.json" ] && { [ -f "$WORK/runs/ddla/best.pt" ] || [ -f "$WORK/runs/ddla-uniform/best.pt" ]; }; then
+  OMP_NUM_THREADS=1 $NICE "$PY" "$WORK/extras.py" "$WORK" "$DATA"
+fi
 
 # -- 6. paired bootstrap: is a CIDEr-D difference larger than the test split's noise? ----------
-"$PY" - "$WORK" "$DATA" <<'PY' > "$WORK/bootstrap.md"
+$NICE "$PY" - "$WORK" "$DATA" <<'PY' > "$WORK/bootstrap.md"
 """Paired bootstrap (10,000 resamples of the 100 test pairs) of per-pair CIDEr-D differences
-(spotdiff_cli.evaluate.paired_bootstrap, what `spotdiff eval --compare` runs)."""
+(spotdiff_cli.evaluate.paired_bootstrap, what `spotdiff eval --compare` runs), for the pairs of
+runs below that are both there. "eval-gold/" runs: the gold-count multi-sentence protocol."""
 import json
 import sys
 from pathlib import Path
@@ -230,32 +302,38 @@ def per_pair(run, protocol):
     return np.array([scores[i] for i in ids] if isinstance(scores, dict) else scores, float)
 
 
-fix = work / "maskfix" / "eval"
-comparisons = [("single", work / "eval/capt", work / "eval/ddla"), ("single", work / "eval/ddla", work / "eval/ddla-uniform"),
-               ("multi", work / "eval/ddla", work / "eval/capt-multi"), ("multi", work / "eval/ddla", work / "eval/ddla-uniform")]
-if (fix / "ddla/results.json").is_file():
-    comparisons += [("single", fix / "ddla", work / "eval/capt"), ("single", fix / "ddla", fix / "ddla-uniform"),
-                    ("single", fix / "ddla", fix / "capt-masked"), ("single", fix / "ddla", work / "eval/ddla"),
-                    ("multi", fix / "ddla", work / "eval/capt-multi"), ("multi", fix / "ddla", fix / "ddla-uniform")]
+e, g = work / "eval", work / "eval-gold"
+comparisons = [
+    ("single", e / "ddla", e / "capt"), ("single", e / "ddla", e / "capt-paper"),
+    ("single", e / "ddla", e / "ddla-uniform"), ("single", e / "ddla", e / "ddla-uniform-largest"),
+    ("single", e / "ddla-uniform", e / "ddla-uniform-largest"), ("single", e / "capt", e / "capt-paper"),
+    ("single", e / "nn-typical", e / "nn-paper"), ("single", e / "capt-paper", e / "ddla-uniform"),
+    ("multi", e / "ddla", e / "capt-multi"), ("multi", e / "ddla", e / "ddla-uniform"),
+    ("multi", e / "nn-multi", e / "nn-multi-paper"),
+    ("multi", g / "ddla", g / "ddla-uniform"), ("multi", g / "ddla-uniform", e / "capt-multi"),
+]
 print("| protocol | A | B | CIDEr-D A − B | 95 % interval | share of resamples with A > B |\n|---|---|---|---:|---|---:|")
 cache = {}
 for protocol, a, b in comparisons:
+    if not ((a / "predictions.json").is_file() and (b / "predictions.json").is_file()):
+        continue
     for run in (a, b):
         cache.setdefault((protocol, run), per_pair(run, protocol))
     boot = paired_bootstrap(cache[(protocol, a)], cache[(protocol, b)], resamples=10000, seed=0)
-    name = lambda r: ("fixed " if "maskfix" in str(r) else "") + r.name
+    name = lambda r: r.name + (" (gold T)" if r.parent.name == "eval-gold" else "")
     print(f"| {protocol} | {name(a)} | {name(b)} | {boot.difference:+.3f} | [{boot.low:+.3f}, "
           f"{boot.high:+.3f}] | {boot.share_a_greater:.2f} |")
 PY
 
 # -- 7. tables ----------------------------------------------------------------------------------
-"$PY" - "$WORK" <<'PY' | tee "$WORK/tables.md"
+$NICE "$PY" - "$WORK" "$RUNS" <<'PY' | tee "$WORK/tables.md"
 import json
 import sys
 from pathlib import Path
 
 cols = ["BLEU-1", "BLEU-2", "BLEU-3", "BLEU-4", "METEOR", "CIDEr", "ROUGE-L"]
-head = "| Model | B-1 | B-2 | B-3 | B-4 | METEOR | CIDEr-D | ROUGE-L | {} |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+head = "| Run | B-1 | B-2 | B-3 | B-4 | METEOR | CIDEr-D | ROUGE-L | {} |\n|---|---:|---:|---:|---:|---:|---:|---:|---:|"
+work, runs = Path(sys.argv[1]), sys.argv[2].split()
 
 
 def row(name, scores, last):
@@ -266,52 +344,54 @@ def get(d, protocol):
     return next(r for r in d["results"] if r["protocol"] == protocol and r["group"] == "all")
 
 
-def report(work, title, single, multi, timed):
-    load = lambda m: json.loads((work / "eval" / m / "results.json").read_text())
-    extras = json.loads((work / "extras.json").read_text())
-    print(f"## {title}\n\nTable 4 (single sentence, test split, 100 pairs)\n")
-    print(head.format("Perplexity"))
-    for m in single:
-        d = load(m)
-        print(row(m.upper(), get(d, "single")["scores"], "–" if d["perplexity"] is None else f"{d['perplexity']:.2f}"))
-    print("\nTable 5 (multi-sentence; DDLA rows: sentence count from the count head, (gold T): given the gold count)\n")
-    print(head.format("LenRatio"))
-    for m in multi:
-        r = get(load(m), "multi")
-        print(row(m.upper(), r["scores"], f"{r['len_ratio']:.3f}"))
-    for m in ("ddla-uniform", "ddla"):
-        r = extras[f"multi_gold_T/{m}"]
-        print(row(m.upper() + " (gold T)", r["scores"], f"{r['len_ratio']:.3f}"))
+def load(folder, run):
+    path = work / folder / run / "results.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+print("Table 4 (single sentence, test split)\n")
+print(head.format("Perplexity"))
+for run in runs:
+    if "multi" in run or (d := load("eval", run)) is None:
+        continue
+    print(row(run, get(d, "single")["scores"], "–" if d["perplexity"] is None else f"{d['perplexity']:.2f}"))
+print("\nTable 5 (multi-sentence; ddla rows: the count head's sentence count; (gold T): eval --gold-count)\n")
+print(head.format("LenRatio"))
+for run in runs:
+    if run.startswith("capt") and run != "capt-multi" or run.startswith("nn") and "multi" not in run:
+        continue
+    for folder, suffix in (("eval", ""), ("eval-gold", " (gold T)")):
+        if (d := load(folder, run)) is not None:
+            r = get(d, "multi")
+            print(row(run + suffix, r["scores"], f"{r['len_ratio']:.3f}"))
+extras = work / "extras.json"
+if extras.is_file():
+    extras = json.loads(extras.read_text())
     print("\nAlignment on gold sentences (§5)\n")
-    print("| Model | sentences | precision | chance (random cluster) | 1/K averaged | any cluster hits | gold-index accuracy | prior argmax hits a change | prior weights w |")
+    print("| Run | sentences | precision | chance (random cluster) | 1/K averaged | any cluster hits | gold-index accuracy | prior argmax hits a change | prior weights w |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---|")
     for m in ("ddla-uniform", "ddla"):
-        a = extras[f"alignment/{m}"]
+        if (a := extras.get(f"alignment/{m}")) is None:
+            continue
         top = a.get("prior_argmax_hits_a_change")
-        print(f"| {m.upper()} | {a['sentences']} | {a['precision']:.3f} | {a['chance_random_cluster']:.3f} | "
+        print(f"| {m} | {a['sentences']} | {a['precision']:.3f} | {a['chance_random_cluster']:.3f} | "
               f"{a['chance_1_over_K']:.3f} | {a['oracle_any_cluster_hits']:.3f} | {a['gold_index_accuracy']:.3f} | "
               f"{'–' if top is None else f'{top:.3f}'} | {a.get('prior_weights', '– (uniform)')} |")
-    print("\n`spotdiff eval` alignment precision (generated sentences' clusters vs any change of the pair):")
-    for m in ("ddla-uniform", "ddla"):
-        d = load(m)
-        print(f"- {m}: {d['alignment_precision']:.3f} over {d['alignment_count']} sentences")
     print("\nGrid masks (test split):", json.dumps(extras["grid_masks"]))
-    print("\nTraining wall time:")
-    for m in timed:
-        secs = float((work / "runs" / f"{m}.seconds").read_text())
-        hist = [json.loads(l)["validation"] for l in (work / "runs" / m / "log.jsonl").read_text().splitlines()
-                if '"validation"' in l]
-        best = max(hist, key=lambda h: h["CIDEr"]) if hist else {}
-        print(f"- {m}: {secs:.0f} s, {len(hist)} validation(s), best val CIDEr {best.get('CIDEr', float('nan')):.3f} "
-              f"at epoch {best.get('epoch')}")
-    print()
-
-
-work = Path(sys.argv[1])
-report(work, "As is (cluster-0 masks cover the whole grid in training)", ("nn", "capt", "capt-masked", "ddla-uniform", "ddla"),
-       ("nn-multi", "capt-multi", "ddla-uniform", "ddla"),
-       ("nn", "nn-multi", "capt", "capt-masked", "capt-multi", "ddla-uniform", "ddla"))
-if (work / "maskfix" / "extras.json").is_file():
-    report(work / "maskfix", "Cluster-0 mask fixed (models that read masks, retrained)", ("capt-masked", "ddla-uniform", "ddla"),
-           ("ddla-uniform", "ddla"), ("capt-masked", "ddla-uniform", "ddla"))
+print("\n`spotdiff eval` alignment precision (generated sentences' clusters vs any change of the pair):")
+for run in runs:
+    if (d := load("eval", run)) is not None and d.get("alignment_count"):
+        print(f"- {run}: {d['alignment_precision']:.3f} over {d['alignment_count']} sentences")
+print("\nTraining wall time:")
+for run in runs:
+    seconds, log = work / "runs" / f"{run}.seconds", work / "runs" / run / "log.jsonl"
+    if not seconds.is_file():
+        continue
+    if not log.is_file():  # a derived run: its base run's weights with another decoding setting
+        print(f"- {run}: the weights of another run, not trained again")
+        continue
+    hist = [json.loads(l)["validation"] for l in log.read_text().splitlines() if '"validation"' in l] if log.is_file() else []
+    best = max(hist, key=lambda h: h["CIDEr"]) if hist else {}
+    print(f"- {run}: {float(seconds.read_text()):.0f} s, {len(hist)} validation(s), best val CIDEr "
+          f"{best.get('CIDEr', float('nan')):.3f} at epoch {best.get('epoch')}")
 PY
