@@ -110,3 +110,31 @@ def test_classifier_recognises_the_tiger(shared_media):
         logits = model(torch.from_numpy(x.transpose(2, 0, 1))[None])
     assert logits.shape == (1, 1000)
     assert int(logits.argmax()) == 292  # "tiger, Panthera tigris"
+
+
+def test_multi_level_features_come_with_the_final_grid_in_one_pass():
+    """strides 8/16/32 of efficientnet_lite0 at 224 px, and the final grid equal to what the
+    default cache stores; 448 px gives the 14 x 14 grid of the paper's ResNet; resnet101 (cut at
+    layer3) has no stride-32 map and says so."""
+    import numpy as np
+
+    from spotdiff_cli.captioners.features import backbone_features, backbone_grids
+
+    backbone = B.create_backbone("efficientnet_lite0", pretrained=False)
+    rng = np.random.default_rng(0)
+    images = [rng.integers(0, 255, (120, 160, 3), dtype=np.uint8) for _ in range(2)]
+    maps = backbone_features(images, backbone, levels=(8, 16, 32))
+    assert {k: tuple(v.shape) for k, v in maps.items()} == {
+        "grid": (2, 1280, 7, 7),
+        "s8": (2, 40, 28, 28),
+        "s16": (2, 112, 14, 14),
+        "s32": (2, 320, 7, 7),
+    }
+    assert torch.allclose(maps["grid"], backbone_grids(images, backbone), atol=1e-5)
+    assert backbone_grids(images, backbone, size=(448, 448)).shape == (2, 1280, 14, 14)
+    with pytest.raises(ModelError, match="no feature stage at stride 3"):
+        backbone_features(images, backbone, levels=(3,))
+    resnet = B.create_backbone("resnet101", pretrained=False)
+    assert backbone_features(images, resnet, levels=(8, 16))["s16"].shape == (2, 1024, 14, 14)
+    with pytest.raises(ModelError, match="strides 8 and 16 only"):
+        backbone_features(images, resnet, levels=(32,))

@@ -100,14 +100,63 @@ def test_backbone_features_are_cached_and_reused(
 def test_changed_feature_settings_invalidate_the_grids(
     bench: Path, counted_backbone: dict[str, int]
 ) -> None:
+    import json
+
     from spotdiff_cli.data.cache import load_features
 
     config = AnalysisConfig(work_size=224)
     prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0")
-    # A changed preprocessing setting invalidates the grids and says so.
-    resized = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0", input_size=160)
-    assert resized.invalidated == ["features-efficientnet_lite0"] and resized.features_computed == 2
-    assert load_features(bench, "val")["before"].shape == (2, 1280, 5, 5)
+    # A changed setting the grids depend on (here: made by another timm) invalidates them.
+    settings = bench / "cache" / "features-efficientnet_lite0" / "settings.json"
+    stored = json.loads(settings.read_text())
+    settings.write_text(json.dumps({**stored, "timm": "0.0.1"}))
+    again = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0")
+    assert again.invalidated == ["features-efficientnet_lite0"] and again.features_computed == 2
+    assert load_features(bench, "val")["before"].shape == (2, 1280, 7, 7)
+
+
+def test_other_input_sizes_and_levels_are_cached_beside_the_default(
+    bench: Path, counted_backbone: dict[str, int]
+) -> None:
+    """Another input size (448 px: lite0's 14 x 14 grid, the paper's ResNet grid) and multi-level
+    maps (strides 8, 16, 32) each get their own folder: the default grids stay, and a second run
+    computes nothing."""
+    from spotdiff_cli.data.cache import feature_folder, load_features
+
+    config = AnalysisConfig(work_size=224)
+    prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0")
+    default = load_features(bench, "val")
+    # (448 px gives the 14 x 14 grid; 160 px keeps this test quick: 5 x 5.)
+    small = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0", input_size=160)
+    assert not small.invalidated and small.features_computed == 2
+    assert load_features(bench, "val", input_size=160)["before"].shape == (2, 1280, 5, 5)
+    assert np.array_equal(load_features(bench, "val")["before"], default["before"])
+
+    levels = (8, 16, 32)
+    made = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0", levels=levels)
+    assert made.features_computed == 2
+    assert (
+        feature_folder("efficientnet_lite0", None, levels) == "features-efficientnet_lite0-s8-16-32"
+    )
+    cached = load_features(bench, "val", levels=levels)
+    shapes = {k: v.shape for k, v in cached.items() if k != "ids"}
+    assert shapes == {
+        "before": (2, 1280, 7, 7),
+        "after": (2, 1280, 7, 7),
+        "before_s8": (2, 40, 28, 28),
+        "after_s8": (2, 40, 28, 28),
+        "before_s16": (2, 112, 14, 14),
+        "after_s16": (2, 112, 14, 14),
+        "before_s32": (2, 320, 7, 7),
+        "after_s32": (2, 320, 7, 7),
+    }
+    assert all(v.dtype == np.float16 for k, v in cached.items() if k != "ids")
+    builds = counted_backbone["builds"]
+    again = prepare_dataset(bench, ["val"], config, backbone="efficientnet_lite0", levels=levels)
+    assert again.features_computed == 0 and again.features_reused == 2
+    assert counted_backbone["builds"] == builds  # nothing to do: the network is never built
+    with pytest.raises(DataError, match="--level 8 --level 16"):
+        load_features(bench, "train", levels=levels)
 
 
 def test_changed_image_recomputes_only_its_pair(

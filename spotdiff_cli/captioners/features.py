@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import cv2
@@ -94,13 +94,58 @@ def backbone_grids(
     Each image is resized to ``size`` (default: the backbone's ``info.input_size``) and
     normalised as above; ``device`` is where the backbone module lives.
     """
+    return backbone_features(images, backbone, device, size)["grid"]
+
+
+def level_key(stride: int) -> str:
+    """The name of a multi-level feature grid of ``stride``: ``s8``, ``s16``, ``s32``."""
+    return f"s{int(stride)}"
+
+
+def backbone_features(
+    images: Sequence[np.ndarray],
+    backbone: Backbone,
+    device: Any = "cpu",
+    size: tuple[int, int] | None = None,
+    levels: Sequence[int] = (),
+) -> dict[str, torch.Tensor]:
+    """The final grid and, for each stride in ``levels``, the backbone's feature map at that
+    stride, of N (H, W, 3) uint8 RGB images, without gradients, in one forward pass.
+
+    Returns ``{"grid": (N, C, h, w)}`` (what :func:`backbone_grids` gives) plus, per stride s,
+    ``{"s<s>": (N, C_s, H/s, W/s)}`` float32: the output of the last backbone stage at that stride
+    (timm's ``feature_info``; for efficientnet_lite0 at 224 px: s8 40 x 28 x 28, s16 112 x 14 x 14,
+    s32 320 x 7 x 7). The multi-level features later families read (OneDiff's visual delta module).
+    """
     import torch
 
+    from ..errors import ModelError
+
     module, info = backbone
-    batch = np.stack([resize_for_backbone(image, size or info.input_size) for image in images])
-    x = torch.from_numpy(batch).to(device).permute(0, 3, 1, 2)
+    height, width = size or info.input_size
+    batch = np.stack([resize_for_backbone(image, (height, width)) for image in images])
+    x = normalise_for_backbone(torch.from_numpy(batch).to(device).permute(0, 3, 1, 2), info)
     with torch.inference_mode():
-        return module(normalise_for_backbone(x, info)).float()
+        if not levels:
+            return {"grid": module(x).float()}
+        stages = [int(f["reduction"]) for f in module.feature_info]
+        missing = [s for s in levels if int(s) not in stages]
+        if missing:
+            raise ModelError(
+                f"backbone '{info.name}' has no feature stage at stride {missing[0]} "
+                f"(strides: {', '.join(map(str, stages))})"
+            )
+        final, maps = module.forward_intermediates(x, indices=[stages.index(s) for s in levels])
+    out = {"grid": final.float()}
+    for stride, grid in zip(levels, maps):
+        if grid.shape[-2:] != (-(-height // stride), -(-width // stride)):
+            raise ModelError(
+                f"backbone '{info.name}' gives a {tuple(grid.shape[-2:])} map where stride "
+                f"{stride} was asked for at {height}x{width} (resnet101 is cut after layer3 here: "
+                "strides 8 and 16 only)"
+            )
+        out[level_key(stride)] = grid.float()
+    return out
 
 
 def with_grids(batch: Batch, backbone: Backbone) -> Batch:
@@ -198,6 +243,8 @@ class PairInputs:
     masks: (K, h, w) float32 cluster masks projected to the grid size. feats: (K, 4) float32
     normalised prior features g(z). cluster_ids: (K,) analysis ids. annotations: sentences per
     annotator. gold: per annotator, per sentence, the gold cluster index (or -1); empty when unknown.
+    levels: multi-level backbone maps by name (``s8``, ``s16``, ``s32``): (before, after), each
+    (C_s, h_s, w_s); empty unless the feature cache was made with levels.
     """
 
     id: str
@@ -208,6 +255,7 @@ class PairInputs:
     cluster_ids: tuple[int, ...]
     annotations: tuple[tuple[str, ...], ...]
     gold: tuple[tuple[int, ...], ...] = ()
+    levels: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
 
     @property
     def references(self) -> list[str]:
@@ -220,6 +268,20 @@ class PairInputs:
             for a in self.annotations
             if any(s.strip() for s in a)
         ]
+
+
+def caption_key(sentences: Sequence[str]) -> str:
+    """A caption's identity (the contrastive sampler's rule, ``train/sampler.py``): its words,
+    lower-case, punctuation and spacing ignored (:func:`~.vocab.tokenize`)."""
+    return " ".join(w for s in sentences for w in tokenize(s))
+
+
+def caption_groups(captions: Sequence[Sequence[str]]) -> list[int]:
+    """For a batch's captions (each a list of sentences), a group id per row: rows with the same
+    :func:`caption_key` share an id. A loss that uses the other rows of a batch as negatives masks
+    the pairs ``groups[i] == groups[j], i != j``."""
+    ids: dict[str, int] = {}
+    return [ids.setdefault(caption_key(c), len(ids)) for c in captions]
 
 
 def collate(
@@ -289,6 +351,10 @@ def collate(
             "before": torch.from_numpy(np.stack([p.before for p in pairs]).astype(np.float32)),
             "after": torch.from_numpy(np.stack([p.after for p in pairs]).astype(np.float32)),
         }
+    for name in pairs[0].levels:  # before_s8, after_s8, ...: (B, C_s, h_s, w_s)
+        for which, side in enumerate(("before", "after")):
+            stacked = np.stack([p.levels[name][which] for p in pairs]).astype(np.float32)
+            inputs[f"{side}_{name}"] = torch.from_numpy(stacked)
     return {
         **inputs,
         "cluster_masks": masks,
@@ -298,6 +364,7 @@ def collate(
         "sentence_valid": sentence_valid,
         "multi_tokens": multi_tokens,
         "gold_alignment": gold_alignment,
+        "caption_groups": torch.tensor(caption_groups(sentences), dtype=torch.long),
         "pair_ids": [p.id for p in pairs],
         "references": [p.references for p in pairs],
         "descriptions": [p.descriptions for p in pairs],

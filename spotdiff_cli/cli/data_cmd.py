@@ -184,7 +184,14 @@ def prepare(
     input_size: Optional[int] = typer.Option(
         None,
         "--input-size",
-        help="Resize images to this square side for the backbone. \\[default: the backbone's, 224]",
+        help="Resize images to this square side for the backbone (448: efficientnet_lite0's grid "
+        "becomes 14x14, the paper's ResNet grid); its own cache folder. \\[default: the backbone's, 224]",
+    ),
+    level: Optional[list[int]] = typer.Option(
+        None,
+        "--level",
+        help="Also cache the backbone's feature map at this stride (8, 16, 32); repeat the flag. "
+        "Its own cache folder.",
     ),
 ) -> None:
     """Cache cluster masks, boxes and features (and backbone grids) so training does not recompute them.
@@ -211,6 +218,7 @@ def prepare(
             limit,
             bar.update,
             input_size=input_size,
+            levels=tuple(level or ()),
         )
     for name in summary.invalidated:
         render.print_warning("settings changed", f"rebuilt cache/{name}")

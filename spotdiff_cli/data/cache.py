@@ -15,6 +15,16 @@
     features-<backbone>/<split>.manifest.json   settings hash, preprocessing actually used
                                     (mean/std/input size), per pair the images' size and mtime
 
+A feature cache at another input size, or with multi-level features, is its own folder beside the
+default one (:func:`feature_folder`), so the paper-like grids never overwrite the default ones:
+
+    features-<backbone>-448px/      efficientnet_lite0 at 448 px: a 1280 x 14 x 14 grid, the size
+                                    of the paper's ResNet grid (§3.2)
+    features-<backbone>-s8-16-32/   also before_s8/after_s8, before_s16/..., before_s32/...: the
+                                    backbone's maps at strides 8, 16, 32 (lite0 at 224 px: 40 x 28
+                                    x 28, 112 x 14 x 14, 320 x 7 x 7), for the families that read
+                                    multi-level features
+
 Masks are stored at the analysis' working resolution (``scale`` maps back to image pixels).
 
 Invalidation, in two levels:
@@ -38,7 +48,7 @@ import hashlib
 import json
 import os
 import shutil
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -169,22 +179,49 @@ def cluster_masks(entry: dict[str, np.ndarray], ids: np.ndarray | None = None) -
     return entry["labels"][None] == (ids.astype(np.int64) + 1)[:, None, None]
 
 
+def feature_folder(backbone: str, input_size: int | None = None, levels: Sequence[int] = ()) -> str:
+    """The cache folder of a feature setting: ``features-<backbone>`` for the backbone's own input
+    size and its final grid; ``-<size>px`` for another input size, ``-s8-16-32`` for levels."""
+    name = f"features-{backbone}"
+    if input_size:
+        name += f"-{int(input_size)}px"
+    if levels:
+        name += "-s" + "-".join(str(int(s)) for s in sorted(levels))
+    return name
+
+
+def _prepare_command(
+    root: Any, backbone: str, input_size: int | None, levels: Sequence[int]
+) -> str:
+    flags = f" --input-size {input_size}" if input_size else ""
+    flags += "".join(f" --level {s}" for s in sorted(levels))
+    return f"spotdiff data prepare {root} --backbone {backbone}{flags}"
+
+
 def load_features(
-    root: str | Path, split: str, backbone: str = "efficientnet_lite0"
+    root: str | Path,
+    split: str,
+    backbone: str = "efficientnet_lite0",
+    input_size: int | None = None,
+    levels: Sequence[int] = (),
 ) -> dict[str, np.ndarray]:
-    """Cached backbone grids of a split: ``before``/``after`` (N, C, h, w) float16, ``ids`` (N,)."""
-    path = Path(root) / "cache" / f"features-{backbone}" / f"{split}.npz"
+    """Cached backbone grids of a split: ``before``/``after`` (N, C, h, w) float16, ``ids`` (N,);
+    with ``levels``, also ``before_s<stride>``/``after_s<stride>`` (N, C_s, h_s, w_s) float16."""
+    path = Path(root) / "cache" / feature_folder(backbone, input_size, levels) / f"{split}.npz"
     if not path.is_file():
         raise DataError(
-            f"{path}: not in the cache; run `spotdiff data prepare {root} --backbone {backbone}`"
+            f"{path}: not in the cache; run `{_prepare_command(root, backbone, input_size, levels)}`"
         )
     with np.load(path) as data:
         return {k: data[k] for k in data.files}
 
 
-def _feature_settings(backbone: str, weights: str | None, input_size: int | None) -> dict[str, Any]:
+def _feature_settings(
+    backbone: str, weights: str | None, input_size: int | None, levels: Sequence[int] = ()
+) -> dict[str, Any]:
     """Everything the grids depend on, computed without building the network (cheap), so an
-    up-to-date cache is recognised without a forward pass."""
+    up-to-date cache is recognised without a forward pass. (``levels`` appears only when asked
+    for, so the default cache's settings, and so existing caches, stay as they were.)"""
     from importlib.metadata import PackageNotFoundError, version
 
     from ..captioners.backbones import lite0_package_weights
@@ -209,6 +246,7 @@ def _feature_settings(backbone: str, weights: str | None, input_size: int | None
         "timm": timm_version,
         "dtype": "float16",
         "version": CACHE_VERSION,
+        **({"levels": sorted(int(v) for v in levels)} if levels else {}),
     }
 
 
@@ -229,9 +267,11 @@ class _Extractor:
         batch_size: int,
         input_size: int | None,
         settings: dict[str, Any],
+        levels: Sequence[int] = (),
     ) -> None:
         self.folder, self.backbone, self.weights, self.device = folder, backbone, weights, device
         self.batch_size, self.input_size = batch_size, input_size
+        self.levels = tuple(sorted(int(v) for v in levels))
         self.settings_hash = _settings_hash(settings)
         self._model: Any = None
         self.preprocess: dict[str, Any] = {}
@@ -253,25 +293,33 @@ class _Extractor:
 
     def __call__(
         self, pairs: list[DatasetPair], stage: str, progress: Callable[[str, int, int], None] | None
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """(before, after) grids of ``pairs``, (N, C, h, w) float16 each."""
+    ) -> dict[str, np.ndarray]:
+        """The arrays of ``pairs``: ``before``/``after`` grids (N, C, h, w) float16 and, with
+        levels, ``before_s<stride>``/``after_s<stride>`` the same way."""
         import torch
 
-        from ..captioners.features import backbone_grids
+        from ..captioners.features import backbone_features
         from ..frames.image import load_image
 
         if self._model is None:
             self._build()
         paths = [p for pair in pairs for p in (pair.before, pair.after)]
-        grids = []
+        parts: dict[str, list[np.ndarray]] = {}
         for start in range(0, len(paths), self.batch_size):
             images = [load_image(p) for p in paths[start : start + self.batch_size]]  # type: ignore[arg-type]
-            grid = backbone_grids(images, (self._model, self.info), self.dev, self.size)
-            grids.append(grid.to("cpu", torch.float16).numpy())
+            maps = backbone_features(
+                images, (self._model, self.info), self.dev, self.size, self.levels
+            )
+            for name, grid in maps.items():
+                parts.setdefault(name, []).append(grid.to("cpu", torch.float16).numpy())
             if progress:
                 progress(stage, min(start + self.batch_size, len(paths)), len(paths))
-        grid = np.concatenate(grids)
-        return grid[0::2], grid[1::2]
+        out: dict[str, np.ndarray] = {}
+        for name, chunks in parts.items():
+            both = np.concatenate(chunks)  # images alternate: before, after, before, ...
+            suffix = "" if name == "grid" else f"_{name}"
+            out[f"before{suffix}"], out[f"after{suffix}"] = both[0::2], both[1::2]
+        return out
 
     def release(self) -> None:
         self._model = None
@@ -331,10 +379,10 @@ def _update_features(
     )
     if not todo and len(valid) == len(cached):
         return path, 0, len(wanted), notes
-    new: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    new: dict[str, dict[str, np.ndarray]] = {}
     if todo:
-        before, after = extractor(todo, f"features {split}", progress)
-        new = {p.id: (before[k], after[k]) for k, p in enumerate(todo)}
+        computed = extractor(todo, f"features {split}", progress)
+        new = {p.id: {n: a[k] for n, a in computed.items()} for k, p in enumerate(todo)}
     # Keep the dataset's order, so ids line up with the reader's pairs for any later consumer.
     order = [p.id for p in all_pairs if p.id in new or p.id in valid]
     if not order:  # nothing wanted and nothing cached still valid: no file is the honest state
@@ -342,18 +390,12 @@ def _update_features(
         (folder / f"{split}.manifest.json").unlink(missing_ok=True)
         return path, 0, 0, notes
 
-    def grid(pair_id: str, which: int) -> np.ndarray:
-        return (
-            new[pair_id][which]
-            if pair_id in new
-            else arrays[("before", "after")[which]][row[pair_id]]
-        )
+    def grid(pair_id: str, name: str) -> np.ndarray:
+        return new[pair_id][name] if pair_id in new else arrays[name][row[pair_id]]
 
-    out = {
-        "before": np.stack([grid(i, 0) for i in order]),
-        "after": np.stack([grid(i, 1) for i in order]),
-        "ids": np.array(order),
-    }
+    names = list(next(iter(new.values()))) if new else [k for k in arrays if k != "ids"]
+    out = {name: np.stack([grid(i, name) for i in order]) for name in names}
+    out["ids"] = np.array(order)
     tmp = folder / f"{split}.tmp.npz"
     np.savez(tmp, **out)
     tmp.replace(path)
@@ -381,14 +423,17 @@ def prepare_dataset(
     limit: int | None = None,
     progress: Callable[[str, int, int], None] | None = None,
     input_size: int | None = None,
+    levels: Sequence[int] = (),
 ) -> PrepareSummary:
     """Fill ``<root>/cache`` with the cluster analysis of every pair and, when ``backbone`` is
     given (e.g. "efficientnet_lite0"), backbone grid features of every image.
 
     limit: only the first N pairs of each split (a quick check). progress(stage, done, total).
     input_size: square side images are resized to before the backbone (default: the backbone's
-    own, 224 for efficientnet_lite0 and resnet101); part of the feature cache's settings.
-    Cached entries are reused unless their settings or images changed (module docstring).
+    own, 224 for efficientnet_lite0 and resnet101); 448 gives lite0 a 14 x 14 grid. levels:
+    strides (8, 16, 32) whose feature maps are cached too. Either makes its own cache folder
+    (:func:`feature_folder`). Cached entries are reused unless their settings or images changed
+    (module docstring).
     """
     root = Path(root)
     config = (analysis or AnalysisConfig()).validate()
@@ -405,16 +450,11 @@ def prepare_dataset(
     notes: list[str] = []
     extractor: _Extractor | None = None
     if backbone:
-        feature_settings = _feature_settings(backbone, weights, input_size)
-        _fresh(cache / f"features-{backbone}", feature_settings, invalidated)
+        feature_settings = _feature_settings(backbone, weights, input_size, levels)
+        folder = cache / feature_folder(backbone, input_size, levels)
+        _fresh(folder, feature_settings, invalidated)
         extractor = _Extractor(
-            cache / f"features-{backbone}",
-            backbone,
-            weights,
-            device,
-            batch_size,
-            input_size,
-            feature_settings,
+            folder, backbone, weights, device, batch_size, input_size, feature_settings, levels
         )
     for split in chosen:
         data = load_dataset(root, split, format, require_images=True)

@@ -28,6 +28,7 @@ from ..captioners.features import (
     PairInputs,
     backbone_grids,
     batch_from_analysis,
+    caption_key,
     collate,
     get_backbone,
     move_batch,
@@ -110,6 +111,13 @@ class TrainingData:
             self.max_description_len,
         )
 
+    def example_keys(self) -> tuple[list[int], list[str]]:
+        """(pair index, caption key) of every example, in order: what the contrastive sampler
+        keeps apart (``train/sampler.py``)."""
+        pairs = [p for p, _ in self.examples]
+        captions = [caption_key(self.pairs[p].annotations[a]) for p, a in self.examples]
+        return pairs, captions
+
     def example_batches(self, order: Sequence[int], batch_size: int) -> Iterable[Batch]:
         """Batches of training examples in ``order`` (indices into ``examples``)."""
         for start in range(0, len(order), batch_size):
@@ -147,30 +155,42 @@ def load_training_data(
     max_len: int = 25,
     max_description_len: int = 80,
     images: Any = None,
+    input_size: int | None = None,
+    levels: Sequence[int] = (),
 ) -> TrainingData:
     """Read ``split`` of the dataset at ``root`` with its preprocessing cache into memory.
 
     Needs ``spotdiff data prepare ROOT --backbone BACKBONE`` to have run (the error says so).
+    ``input_size``, ``levels``: which feature cache (``data/cache.py: feature_folder``): another
+    input size (448: lite0's 14 x 14 grid), multi-level maps (pairs then carry ``levels``).
     ``images``: a ``BackboneInfo`` to fine-tune that backbone: pairs then hold the images, resized
-    to its input size as the cache does, (3, H, W) uint8, instead of the cached grids.
+    to its input size (or ``input_size``) as the cache does, (3, H, W) uint8, instead of grids.
     Pairs whose analysis found no cluster keep K = 0 (a "no change" pair): their sentences have
     gold alignment -1.
     """
     from ..data import load_dataset
-    from ..data.cache import cluster_masks, load_analysis, load_features
+    from ..data.cache import cluster_masks, feature_folder, load_analysis, load_features
 
     data = load_dataset(root, split, format, require_images=images is not None)
+    size = (input_size, input_size) if input_size else None
+    level_names = [f"s{int(s)}" for s in sorted(levels)]
     if images is not None:
         grids, row = {"before": None, "after": None}, {}
+        size = size or images.input_size
         gh, gw = images.grid
+        if input_size:  # the grid at another input size: the backbone's stride times the side
+            gh, gw = (round(v * input_size / images.input_size[0]) for v in images.grid)
     else:
-        grids = load_features(root, split, backbone)
+        grids = load_features(root, split, backbone, input_size, levels)
         row = {str(i): n for n, i in enumerate(grids["ids"].tolist())}
         missing = [p.id for p in data.pairs if p.id not in row]
         if missing:
             raise DataError(
-                f"{root}: {len(missing)} {split} pair(s) lack cached {backbone} features (e.g. {missing[0]}); "
-                f"run `spotdiff data prepare {root} --backbone {backbone}`"
+                f"{root}: {len(missing)} {split} pair(s) lack cached features in "
+                f"{feature_folder(backbone, input_size, levels)} (e.g. {missing[0]}); run "
+                f"`spotdiff data prepare {root} --backbone {backbone}`"
+                + (f" --input-size {input_size}" if input_size else "")
+                + "".join(f" --level {s}" for s in sorted(levels))
             )
         _, gh, gw = grids["before"].shape[1:]
     pairs: list[PairInputs] = []
@@ -192,12 +212,15 @@ def load_training_data(
         # Sentences of the gold file are indexed over non-empty sentences of each annotation; the
         # synthetic benchmark writes no empty ones, so file order and sentence order agree.
         index = len(pairs)
+        pair_levels: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         if images is not None:
-            before, after = (
-                _resized_image(p, images.input_size) for p in (pair.before, pair.after)
-            )
+            before, after = (_resized_image(p, size) for p in (pair.before, pair.after))
         else:
-            before, after = grids["before"][row[pair.id]], grids["after"][row[pair.id]]
+            r = row[pair.id]
+            before, after = grids["before"][r], grids["after"][r]
+            pair_levels = {
+                n: (grids[f"before_{n}"][r], grids[f"after_{n}"][r]) for n in level_names
+            }
         pairs.append(
             PairInputs(
                 id=pair.id,
@@ -208,6 +231,7 @@ def load_training_data(
                 cluster_ids=tuple(int(i) for i in ids),
                 annotations=pair.annotations,
                 gold=gold,
+                levels=pair_levels,
             )
         )
         examples.extend(
