@@ -425,6 +425,13 @@ def resolve(defaults: T, config_file: str | Path | None = None, **flags: Any) ->
     return _apply(resolved, {k: v for k, v in flags.items() if v is not None}, "the command line")
 
 
+def apply_mapping(obj: T, values: dict[str, Any], where: str) -> T:
+    """``obj`` (a settings dataclass) with ``values`` applied under the rules of :func:`resolve`:
+    unknown keys fail with a close match, values of the wrong type with an example. ``where``
+    names the source in messages ("training/x.yaml, stage 2")."""
+    return _apply(obj, values, where)
+
+
 def to_dict(obj: Any) -> dict[str, Any]:
     """A dataclass as a plain dict (for JSON reports and checkpoints)."""
     return dataclasses.asdict(obj)

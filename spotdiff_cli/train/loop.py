@@ -2,16 +2,21 @@
 
     0. processes and devices    torchrun -> DDP (gloo on CPU, NCCL on CUDA), or one process
     1. data                     the dataset (default: a synthetic benchmark made once), its cache,
-                                the vocabulary from the training split
-    2. model and optimizer      built by name through the registry; Adam (Spot-the-diff §4) or AdamW
+                                the vocabulary from the training split (or ``init_from``'s)
+    2. model and optimizer      built by name through the registry, ``init_from`` loaded partially
+                                (train/init.py); Adam (Spot-the-diff §4) or AdamW over every
+                                parameter (frozen ones simply get no gradient)
     3. resume                   --resume continues from last.pt: weights, optimizer, RNG, position
-    4. epochs of steps          shuffle by (seed, epoch); global batch of 8 (§4) split over processes;
+    4. stages of epochs         the recipe's stages in turn (one without ``stages``); entering a
+                                stage sets its ``freeze``, ``objectives`` and model options; each
+                                epoch's batches come from its ``sampler`` (shuffle by (seed, epoch),
+                                or contrastive); global batch of 8 (§4) split over processes;
                                 AMP on CUDA; gradient clipping; one log line per interval
                                 (``finetune_backbone``: batches carry images, the backbone runs in
                                 the step with gradients, at ``backbone_lr``, and is checkpointed)
-    5. validate and checkpoint  CIDEr on the validation split (§4's early-stopping criterion);
-                                best.pt when it improves, last.pt every epoch; stop after
-                                ``patience`` validations without improvement
+    5. validate and checkpoint  ``val_metric`` on the validation split (CIDEr, §4's early-stopping
+                                criterion); best.pt when it improves, last.pt every epoch; a stage
+                                ends after its ``patience`` validations without improvement
 
 What stays fixed during a run is a :class:`Run`; where the run is (what last.pt stores and
 ``--resume`` restores) is a :class:`RunState`. Ctrl-C saves last.pt (atomically, at the exact
@@ -43,7 +48,9 @@ from ..captioners.vocab import Vocabulary
 from ..errors import OutputError, UsageError
 from . import distributed as dist
 from .batches import TrainingData, load_training_data, training_sentences
-from .recipes import CACHED_DATASETS, TrainConfig
+from .init import InitReport, freeze_parameters, partial_load
+from .recipes import CACHED_DATASETS, Stage, TrainConfig
+from .sampler import contrastive_batches, epoch_order, shuffled_batches
 
 Progress = Callable[[str, int, int], None]  # (stage, done, total)
 Log = Callable[[str], None]  # one human-readable line
@@ -79,12 +86,17 @@ class RunState:
     best_score: float | None = None
     bad_evals: int = 0
     history: list[dict[str, Any]] = field(default_factory=list)
+    stage: int = 0  # index into the recipe's stage plan
+    stage_step: int = 0  # steps done in the current stage (its learning-rate schedule's clock)
 
     @classmethod
     def from_extra(cls, extra: dict[str, Any]) -> RunState:
-        """The state saved in a checkpoint's ``extra`` (fields it lacks keep their defaults)."""
+        """The state saved in a checkpoint's ``extra`` (fields it lacks keep their defaults; a
+        last.pt from before stages was one stage, so its stage clock is its step count)."""
         state = cls(**{f.name: extra[f.name] for f in fields(cls) if f.name in extra})
         state.history = list(state.history)
+        if "stage_step" not in extra:
+            state.stage_step = state.step
         return state
 
 
@@ -109,10 +121,21 @@ class Run:
     amp_dtype: torch.dtype
     say: Log
     progress: Progress | None
+    backbone: tuple[Any, Any] | None = None
+    plan: list[Stage] = field(default_factory=list)
+    # What the current stage set (enter_stage): its index, objective weights, frozen names.
+    stage_index: int = -1
+    objectives: dict[str, float] = field(default_factory=dict)
+    trainable: set[str] = field(default_factory=set)  # what trains when nothing is frozen
 
     @property
     def steps_per_epoch(self) -> int:
+        """Batches of a shuffled epoch (a contrastive epoch may have a few more)."""
         return math.ceil(len(self.train_data.examples) / self.config.batch_size)
+
+    @property
+    def stage(self) -> Stage:
+        return self.plan[self.stage_index]
 
 
 @dataclass
@@ -152,13 +175,15 @@ def train(
     )
     out = Path(dist.broadcast_object(str(out), info))
     checkpoint = resume_checkpoint(out / "last.pt", config) if resume else None
-    vocab = run_vocabulary(checkpoint, root, config, say)
+    source = init_checkpoint(config) if checkpoint is None else None
+    vocab = run_vocabulary(checkpoint, root, config, say, source)
     backbone = trainable_backbone(config, say) if config.finetune_backbone else None
     train_data, val_data = load_splits(root, config, vocab, backbone, say)
     model = build_model(config, checkpoint, vocab, train_data, backbone, device)  # 2
+    init_report = initialise(model, source, config, backbone, say) if source else None
     seed_everything(config.seed + info.rank)  # same init everywhere, different dropout per process
     if info.is_main:
-        write_run_files(out, config, model, vocab, root, info, device)
+        write_run_files(out, config, model, vocab, root, info, device, init_report)
     if not trained_by_gradient(model, config, backbone):
         return _fit_once(model, config, train_data, val_data, out, info, say, notes, started)
     run = make_run(config, info, device, out, model, backbone, train_data, val_data, say, progress)
@@ -166,32 +191,37 @@ def train(
 
     stopped_early = interrupted = False  # 4
     samples_done, interval = 0, Interval()
+    total_epochs = sum(stage.epochs for stage in run.plan)
     try:
-        while state.epoch < config.epochs and not stopped_early:
-            order = np.random.default_rng([config.seed, state.epoch]).permutation(
-                len(train_data.examples)
-            )
+        while state.epoch < total_epochs and not stopped_early:
+            enter_stage(run, state)
+            batches = epoch_batches(run, state.epoch)
+            stage_steps = run.steps_per_epoch * run.stage.epochs
             model.train()
-            for batch_index in range(state.batch_in_epoch, run.steps_per_epoch):
-                n_global, batch = get_batch(run, order, batch_index)
+            if callable(getattr(model, "begin_epoch", None)):
+                model.begin_epoch(state.epoch)  # curricula that switch at an epoch (DUDA+AUX ξ)
+            for batch_index in range(state.batch_in_epoch, len(batches)):
+                n_global, batch = get_batch(run, batches[batch_index])
                 if batch is None:  # a last batch shorter than the number of processes
                     continue
-                lr = get_lr(state.step, config, run.steps_per_epoch * config.epochs)
+                lr = get_lr(state.stage_step, run.stage, stage_steps)
                 out_loss = train_step(run, batch, lr)
                 state.step, state.batch_in_epoch = state.step + 1, batch_index + 1
+                state.stage_step += 1
                 samples_done += n_global
                 interval.add(out_loss, n_global)
                 if progress and info.is_main:
                     progress(
-                        f"epoch {state.epoch + 1}/{config.epochs}",
-                        batch_index + 1,
-                        run.steps_per_epoch,
+                        f"epoch {state.epoch + 1}/{total_epochs}", batch_index + 1, len(batches)
                     )
                 if state.step % config.log_every == 0:
                     interval = log_interval(run, state, interval, lr)
             state.epoch, state.batch_in_epoch = state.epoch + 1, 0
-            if state.epoch % config.eval_every == 0 or state.epoch == config.epochs:  # 5
-                stopped_early = validate_and_checkpoint(run, state)
+            if state.epoch % config.eval_every == 0 or state.epoch == total_epochs:  # 5
+                if validate_and_checkpoint(run, state):  # this stage has stopped improving
+                    stopped_early = state.stage == len(run.plan) - 1
+                    if not stopped_early:  # on to the next stage
+                        state.epoch = max(state.epoch, stage_bounds(run.plan, state.stage)[1])
             if info.is_main:
                 save_checkpoint(out / "last.pt", model, checkpoint_extra(run, state))
             dist.barrier(info)
@@ -245,12 +275,30 @@ def resume_checkpoint(path: Path, config: TrainConfig) -> dict[str, Any]:
     return checkpoint
 
 
+def init_checkpoint(config: TrainConfig) -> dict[str, Any] | None:
+    """1. The checkpoint ``init_from`` names (a file, or a name ``resolve_checkpoint`` finds)."""
+    if not config.init_from:
+        return None
+    from ..captioners.checkpoint import resolve_checkpoint
+
+    data = read_checkpoint(resolve_checkpoint(config.init_from))
+    data["path"] = config.init_from
+    return data
+
+
 def run_vocabulary(
-    checkpoint: dict[str, Any] | None, root: Path, config: TrainConfig, say: Log
+    checkpoint: dict[str, Any] | None,
+    root: Path,
+    config: TrainConfig,
+    say: Log,
+    source: dict[str, Any] | None = None,
 ) -> Vocabulary:
-    """1. The checkpoint's vocabulary when resuming, else one built from the training split."""
+    """1. The checkpoint's vocabulary when resuming; ``init_from``'s with ``init_vocab:
+    checkpoint`` (its word embeddings keep their rows); else one built from the training split."""
     if checkpoint is not None:
         vocab = Vocabulary.from_dict(checkpoint["vocab"])
+    elif source is not None and config.init_vocab == "checkpoint":
+        vocab = Vocabulary.from_dict(source["vocab"])
     else:
         vocab = Vocabulary.build(
             training_sentences(root, config.train_split, config.format), config.min_count
@@ -282,6 +330,8 @@ def load_splits(
         max_clusters=config.max_clusters,
         max_len=config.max_len,
         max_description_len=config.max_description_len,
+        input_size=config.input_size or None,
+        levels=config.feature_levels,
     )
     if backbone is not None:
         data_args["images"] = backbone[1]
@@ -310,6 +360,9 @@ def build_model(
         model.load_state_dict(checkpoint["state_dict"])
     else:
         channels, grid_h, grid_w = train_data.feature_shape
+        # The input size goes into the model's config (inference must feed the backbone the
+        # same size); only when set, so models without the setting keep building.
+        sized = {"input_size": config.input_size} if config.input_size else {}
         model = create_model(
             config.model,
             weights=None,
@@ -318,6 +371,7 @@ def build_model(
             channels=channels,
             grid=[grid_h, grid_w],
             backbone=config.backbone,
+            **sized,
             **config.model_config,
         )
     model.to(device)
@@ -331,6 +385,37 @@ def build_model(
     return model
 
 
+def initialise(
+    model: Any,
+    source: dict[str, Any],
+    config: TrainConfig,
+    backbone: tuple[Any, Any] | None,
+    say: Log,
+) -> InitReport:
+    """2. ``init_from``: the matching tensors of the source checkpoint into the model (and its
+    fine-tuned backbone into ours when both have one), with a report of what matched."""
+    report = partial_load(
+        model,
+        source["state_dict"],
+        str(source["path"]),
+        keys=config.init_keys,
+        rename=config.init_rename,
+    )
+    say(report.summary())
+    if backbone is not None and "backbone_state_dict" in source:
+        backbone_report = partial_load(
+            backbone[0], source["backbone_state_dict"], f"{source['path']} (backbone)"
+        )
+        say(backbone_report.summary())
+    if not report.matched:
+        raise UsageError(
+            f"init_from {source['path']}: no tensor matches model '{config.model}' by name and "
+            f"shape ({len(report.unexpected)} unused, {len(report.mismatched)} of another shape); "
+            "init_rename maps name prefixes"
+        )
+    return report
+
+
 def write_run_files(
     out: Path,
     config: TrainConfig,
@@ -339,22 +424,20 @@ def write_run_files(
     root: Path,
     info: dist.DistInfo,
     device: str,
+    init_report: InitReport | None = None,
 ) -> None:
-    """2. config.json (recipe, resolved model config, data, processes) and vocab.json."""
-    atomic_write_text(
-        out / "config.json",
-        json.dumps(
-            {
-                "train": config.to_dict(),
-                "model_config": dict(model.config),
-                "data": str(root),
-                "world_size": info.world_size,
-                "device": device,
-            },
-            indent=2,
-        )
-        + "\n",
-    )
+    """2. config.json (recipe, resolved model config, data, processes, what init_from loaded)
+    and vocab.json."""
+    run_config = {
+        "train": config.to_dict(),
+        "model_config": dict(model.config),
+        "data": str(root),
+        "world_size": info.world_size,
+        "device": device,
+    }
+    if init_report is not None:
+        run_config["init_from"] = init_report.to_dict()
+    atomic_write_text(out / "config.json", json.dumps(run_config, indent=2) + "\n")
     atomic_write_text(out / "vocab.json", json.dumps(vocab.to_dict()) + "\n")
 
 
@@ -385,8 +468,9 @@ def make_run(
     progress: Progress | None,
 ) -> Run:
     """2. The optimizer (Adam, §4, or AdamW; the backbone in its own group), AMP and the loss
-    module every step calls."""
-    params = [p for p in model.parameters() if p.requires_grad]
+    module every step calls. The optimizer holds every parameter, so a stage can freeze and
+    unfreeze without a new one: a frozen parameter gets no gradient, and Adam(W) skips it."""
+    params = list(model.parameters())
     Optim = torch.optim.AdamW if config.optimizer == "adamw" else torch.optim.Adam
     groups: list[Any] = params
     if (
@@ -411,7 +495,7 @@ def make_run(
     loss_module = dist.wrap_model(
         LossForward(model, backbone), info, device, config.ddp_find_unused
     )
-    return Run(
+    run = Run(
         config,
         info,
         device,
@@ -427,7 +511,103 @@ def make_run(
         amp_dtype,
         say,
         progress,
+        backbone=backbone,
+        plan=config.stage_plan(),
+        trainable={n for n, p in named_parameters(model, backbone) if p.requires_grad},
     )
+    check_val_metric(run)
+    return run
+
+
+def named_parameters(model: Any, backbone: tuple[Any, Any] | None) -> list[tuple[str, Any]]:
+    """The model's parameters by name, and a fine-tuned backbone's as ``backbone.<name>``: the
+    names ``freeze`` patterns match."""
+    named = list(model.named_parameters())
+    if backbone is not None:
+        named += [(f"backbone.{n}", p) for n, p in backbone[0].named_parameters()]
+    return named
+
+
+def check_val_metric(run: Run) -> None:
+    """2. ``val_metric`` must be a number validation reports: a caption metric, perplexity, or
+    one the model adds (``validation_metrics``)."""
+    from ..evaluate.metrics import ALL_METRICS
+
+    known = [*ALL_METRICS, "perplexity", *getattr(run.model, "validation_metrics", ())]
+    if run.config.val_metric not in known:
+        import difflib
+
+        lower = {k.lower(): k for k in known}  # "cider" is a typo of "CIDEr"
+        close = [
+            lower[c] for c in difflib.get_close_matches(run.config.val_metric.lower(), lower, n=1)
+        ]
+        raise UsageError(
+            f"val_metric '{run.config.val_metric}' is not a validation number"
+            + (f"; did you mean '{close[0]}'?" if close else "")
+            + f" (known: {', '.join(known)})"
+        )
+
+
+def stage_bounds(plan: list[Stage], index: int) -> tuple[int, int]:
+    """(first epoch, first epoch after) of stage ``index``, 0-based over the whole run."""
+    start = sum(s.epochs for s in plan[:index])
+    return start, start + plan[index].epochs
+
+
+def stage_of_epoch(plan: list[Stage], epoch: int) -> int:
+    """The index of the stage epoch ``epoch`` (0-based) belongs to."""
+    for index in range(len(plan)):
+        if epoch < stage_bounds(plan, index)[1]:
+            return index
+    return len(plan) - 1
+
+
+def enter_stage(run: Run, state: RunState) -> None:
+    """4. Make the stage of ``state.epoch`` current: its frozen parameters, objective weights and
+    model options. A new stage restarts the learning-rate clock and the patience count (not on a
+    resume inside a stage: ``state.stage`` already says where it was)."""
+    index = stage_of_epoch(run.plan, state.epoch)
+    if index == run.stage_index:
+        return
+    if index != state.stage:
+        state.stage, state.stage_step, state.bad_evals = index, 0, 0
+    run.stage_index = index
+    stage = run.stage
+    named = named_parameters(run.model, run.backbone)
+    frozen = freeze_parameters(named, stage.freeze, run.trainable)
+    run.objectives = dict(stage.objectives)
+    setter = getattr(run.model, "set_training_stage", None)
+    if callable(setter):
+        setter(stage.name, dict(stage.objectives), dict(stage.model_options))
+    elif stage.model_options:
+        raise UsageError(
+            f"stage '{stage.name}' sets model_options, but model '{run.config.model}' has no "
+            "set_training_stage(name, objectives, options) to take them"
+        )
+    if run.info.enabled:  # DDP registers the parameters that need gradients when it wraps
+        run.loss_module = dist.wrap_model(
+            LossForward(run.model, run.backbone),
+            run.info,
+            run.device,
+            run.config.ddp_find_unused,
+        )
+    if len(run.plan) > 1 or frozen or stage.objectives:
+        run.say(
+            f"stage {index + 1}/{len(run.plan)} '{stage.name}': {stage.epochs} epoch(s), lr "
+            f"{stage.lr:.2e}, sampler {stage.sampler}"
+            + (f", {len(frozen)} frozen parameter tensor(s)" if frozen else "")
+            + (f", objectives {stage.objectives}" if stage.objectives else "")
+        )
+
+
+def epoch_batches(run: Run, epoch: int) -> list[list[int]]:
+    """4. The example indices of every global batch of ``epoch``, from the stage's sampler."""
+    data, size = run.train_data, run.config.batch_size
+    order = epoch_order(len(data.examples), run.config.seed, epoch)
+    if run.stage.sampler == "contrastive":
+        pairs, captions = data.example_keys()
+        return contrastive_batches(order, pairs, captions, size)
+    return shuffled_batches(order, size)
 
 
 def resume_state(run: Run, checkpoint: dict[str, Any]) -> RunState:
@@ -442,16 +622,15 @@ def resume_state(run: Run, checkpoint: dict[str, Any]) -> RunState:
     restore_rng(extra.get("rng"))
     run.say(
         f"resumed {run.out / 'last.pt'}: epoch {state.epoch}, step {state.step}, "
-        f"best CIDEr {_fmt(state.best_score)}"
+        f"best {run.config.val_metric} {_fmt(state.best_score)}"
     )
     return state
 
 
-def get_batch(run: Run, order: np.ndarray, batch_index: int) -> tuple[int, Batch | None]:
-    """4. Global batch ``batch_index`` of the epoch's example ``order``: (its size, this process'
-    share on the device, or None when the share is empty)."""
-    size = run.config.batch_size
-    global_items = dist.usable_batch(order[batch_index * size : (batch_index + 1) * size], run.info)
+def get_batch(run: Run, items: list[int]) -> tuple[int, Batch | None]:
+    """4. A global batch of example indices: (its size, this process' share on the device, or
+    None when the share is empty)."""
+    global_items = dist.usable_batch(items, run.info)
     local_items = dist.shard_batch(list(global_items), run.info)
     if not local_items:
         return len(global_items), None
@@ -459,8 +638,9 @@ def get_batch(run: Run, order: np.ndarray, batch_index: int) -> tuple[int, Batch
     return len(global_items), move_batch(batch, run.device)
 
 
-def get_lr(step: int, config: TrainConfig, total_steps: int) -> float:
-    """4. The learning rate of ``step`` (0-based)."""
+def get_lr(step: int, config: TrainConfig | Stage, total_steps: int) -> float:
+    """4. The learning rate of ``step`` (0-based) of a stage of ``total_steps`` steps (``config``:
+    the stage, or a TrainConfig: anything with lr, warmup_steps, lr_schedule, min_lr)."""
     # 1) linear warmup for warmup_steps steps
     if step < config.warmup_steps:
         return config.lr * (step + 1) / config.warmup_steps
@@ -479,6 +659,8 @@ def train_step(run: Run, batch: Batch, lr: float) -> dict[str, Any]:
         group["lr"] = lr * group.get("lr_scale", 1.0)
     with torch.autocast(device_type="cuda", dtype=run.amp_dtype, enabled=run.use_amp):
         out = run.loss_module(batch)
+    if run.objectives:
+        out = dict(out, loss=weighted_objectives(out, run.objectives, run.config.model))
     run.scaler.scale(out["loss"]).backward()
     if run.config.grad_clip > 0:
         run.scaler.unscale_(run.optimizer)
@@ -487,6 +669,19 @@ def train_step(run: Run, batch: Batch, lr: float) -> dict[str, Any]:
     run.scaler.update()
     run.optimizer.zero_grad(set_to_none=True)
     return out
+
+
+def weighted_objectives(out: dict[str, Any], weights: dict[str, float], model: str) -> Any:
+    """4. Σ weight × loss over the stage's ``objectives``, from the named losses the model reports
+    (``out["losses"]``); a name the model does not report is an error that lists the ones it does."""
+    losses = out.get("losses") or {}
+    unknown = [name for name in weights if name not in losses]
+    if unknown:
+        raise UsageError(
+            f"objective '{unknown[0]}' is not a loss model '{model}' reports"
+            + (f" (it reports: {', '.join(losses)})" if losses else " (it reports no named losses)")
+        )
+    return sum(w * losses[name] for name, w in weights.items())
 
 
 def log_interval(run: Run, state: RunState, interval: Interval, lr: float) -> Interval:
@@ -515,8 +710,9 @@ def log_interval(run: Run, state: RunState, interval: Interval, lr: float) -> In
 
 
 def validate_and_checkpoint(run: Run, state: RunState) -> bool:
-    """5. Validate (rank 0; every rank gets the record), save best.pt when CIDEr improved, and
-    say whether to stop early (``patience`` validations without improvement)."""
+    """5. Validate (rank 0; every rank gets the record), save best.pt when ``val_metric``
+    improved, and say whether the stage should end early (its ``patience`` validations without
+    improvement)."""
     config = run.config
     record = (
         validate(run.model, run.val_data, config, run.device, run.progress)
@@ -524,10 +720,15 @@ def validate_and_checkpoint(run: Run, state: RunState) -> bool:
         else None
     )
     record = dist.broadcast_object(record, run.info)
-    record.update(epoch=state.epoch, step=state.step)
+    record.update(epoch=state.epoch, step=state.step, stage=run.stage.name)
     state.history.append(record)
-    score = record["CIDEr"]
-    improved = state.best_score is None or score > state.best_score
+    metric = config.val_metric
+    score = record.get(metric)
+    if score is None:  # perplexity of a model without loss(): never an improvement
+        score = math.inf if config.val_lower_is_better else -math.inf
+    improved = state.best_score is None or (
+        score < state.best_score if config.val_lower_is_better else score > state.best_score
+    )
     if improved:
         state.best_score, state.bad_evals = score, 0
     else:
@@ -537,18 +738,24 @@ def validate_and_checkpoint(run: Run, state: RunState) -> bool:
             save_checkpoint(
                 run.out / "best.pt", run.model, checkpoint_extra(run, state, resumable=False)
             )
+        shown = "" if metric in ("CIDEr", "BLEU-4", "perplexity") else f"{metric} {score:.4f} "
+        patience = run.stage.patience
         run.say(
-            f"epoch {state.epoch} validation: CIDEr {score:.4f} BLEU-4 {record.get('BLEU-4', 0.0):.4f} "
-            f"ppl {_fmt(record.get('perplexity'))}"
+            f"epoch {state.epoch} validation: {shown}CIDEr {record['CIDEr']:.4f} "
+            f"BLEU-4 {record.get('BLEU-4', 0.0):.4f} ppl {_fmt(record.get('perplexity'))}"
             + (
                 " (best: saved best.pt)"
                 if improved
-                else f" (best {state.best_score:.4f}; {state.bad_evals}/{config.patience or '∞'} without improvement)"
+                else f" (best {metric} {state.best_score:.4f}; {state.bad_evals}/{patience or '∞'} without improvement)"
             )
         )
         _append_log(run.out, {"validation": record})
-    if config.patience and state.bad_evals >= config.patience:
-        run.say(f"early stop: no CIDEr improvement in {config.patience} validations")
+    if run.stage.patience and state.bad_evals >= run.stage.patience:
+        last = state.stage == len(run.plan) - 1
+        run.say(
+            f"early stop: no {metric} improvement in {run.stage.patience} validations"
+            + ("" if last else f"; stage '{run.stage.name}' ends, the next begins")
+        )
         return True
     return False
 
@@ -831,7 +1038,9 @@ def validate(
     progress: Progress | None = None,
     with_nll: bool = True,
 ) -> dict[str, Any]:
-    """Validation CIDEr (and BLEU-4, ROUGE-L) of generated text, and perplexity of the gold text.
+    """Validation CIDEr (BLEU-4, ROUGE-L, and ``val_metric`` when it is another caption metric)
+    of generated text, perplexity of the gold text, and what the model adds
+    (``validation_scores(batches) -> {name: value}``, for ``validation_metrics`` it names).
 
     Single protocol: the first generated sentence against every reference sentence of the pair;
     multi protocol: the whole generated description against each annotator's description.
@@ -871,11 +1080,20 @@ def validate(
             if progress:
                 progress("validation", index + 1, len(batches))
     model.train()
-    scores = score_captions(
-        references, hypotheses, ("BLEU-4", "ROUGE-L", "CIDEr"), config.val_tokenizer
-    )
+    from ..evaluate.metrics import ALL_METRICS
+
+    names = ["BLEU-4", "ROUGE-L", "CIDEr"]
+    if config.val_metric in ALL_METRICS and config.val_metric not in names:
+        names.append(config.val_metric)
+    scores = score_captions(references, hypotheses, tuple(names), config.val_tokenizer)
     record: dict[str, Any] = {k: round(v, 6) for k, v in scores.scores.items()}
     record.setdefault("CIDEr", 0.0)
+    extra_scores = getattr(model, "validation_scores", None)
+    if callable(extra_scores):
+        model.eval()
+        with torch.no_grad():
+            record.update(extra_scores([move_batch(b, device) for b in batches]))
+        model.train()
     record["perplexity"] = math.exp(min(50.0, nll / tokens)) if tokens else None
     record["pairs"] = len(hypotheses)
     record["example"] = (
@@ -904,25 +1122,26 @@ def _fit_once(
     model.fit(train_data.example_batches(list(range(len(train_data.examples))), config.batch_size))
     record = validate(model, val_data, config, _device_of(model), with_nll=False)
     record.update(epoch=1, step=0)
+    score = record.get(config.val_metric)
     if info.is_main:
         extra = {
             "epoch": 1,
             "step": 0,
-            "best_score": record["CIDEr"],
+            "best_score": score,
             "history": [record],
             "train_config": config.to_dict(),
         }
         save_checkpoint(out / "best.pt", model, extra)
         save_checkpoint(out / "last.pt", model, extra)
         _append_log(out, {"validation": record})
-        say(f"validation: CIDEr {record['CIDEr']:.4f}")
+        say(f"validation: CIDEr {record['CIDEr']:.4f}")  # one validation: nothing to choose
     dist.cleanup(info)
     seconds = time.perf_counter() - started
     return TrainResult(
         out,
         out / "best.pt",
         out / "last.pt",
-        record["CIDEr"],
+        score,
         1,
         0,
         history=[record],

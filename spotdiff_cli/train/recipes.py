@@ -8,6 +8,24 @@ every checkpoint.
 
 Defaults are the paper's where it gives them (Spot-the-diff §4: Adam, mini-batches of 8, early
 stopping on validation CIDEr) and chosen otherwise; ``training/*.yaml`` says why, line by line.
+
+What the later families need (issue 12), all optional and off by default:
+
+* ``stages``: a list of training stages run one after another (pre-training then fine-tuning,
+  an easy-then-hard curriculum). Each stage is a mapping of :class:`Stage` fields; what a stage
+  leaves out it takes from the top level (``epochs``, ``lr``, ``freeze``, ...). Without ``stages``
+  the run is one stage made of the top-level values, exactly as before.
+* ``objectives``: weights of the named losses a model reports (``loss(batch)["losses"]``, e.g.
+  ``{caption: 0.7, aux: 0.3}`` for DUDA+AUX's (1 - γ) L_pri + γ L_aux); empty = the model's own
+  ``loss``.
+* ``freeze``: parameter-name patterns (``fnmatch``: ``encoder.*``) whose weights do not move.
+* ``init_from``: a checkpoint to start from, loaded partially (what matches by name and shape),
+  with a report of what matched (``train/init.py``).
+* ``val_metric``: the validation number that picks ``best.pt`` and drives early stopping
+  (CIDEr by default, §4; perplexity and others are lower-is-better).
+* ``sampler``: ``shuffle`` or ``contrastive`` (one example per pair, no identical captions in a
+  batch: ``train/sampler.py``).
+* ``input_size`` / ``feature_levels``: which feature cache to train on (``data/cache.py``).
 """
 
 from __future__ import annotations
@@ -16,8 +34,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import resolve, to_dict
+from ..config import apply_mapping, resolve, to_dict
 from ..errors import UsageError
+from .sampler import SAMPLERS
 
 # The repository's recipe folder (a source checkout); an installed wheel falls back to defaults.
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "training"
@@ -26,6 +45,30 @@ DEFAULT_DATASET = "synth"
 # Names --data accepts for a benchmark made once into the user cache instead of a folder:
 # "synth" (the 2-D synthetic benchmark, seconds) and "clevr" (the rendered 3-D one, hours).
 CACHED_DATASETS = ("synth", "clevr")
+
+
+# Validation numbers where lower is better; every other one (BLEU, METEOR, ROUGE-L, CIDEr, a
+# model's own retrieval recall) is higher-is-better.
+LOWER_IS_BETTER = ("perplexity", "loss", "nll")
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One stage of a staged recipe (``stages:``). ``None`` = take the top-level value."""
+
+    name: str = ""
+    epochs: int | None = None
+    lr: float | None = None
+    warmup_steps: int | None = None
+    lr_schedule: str | None = None
+    min_lr: float | None = None
+    patience: int | None = None  # validations without improvement before this stage ends early
+    sampler: str | None = None
+    freeze: tuple[str, ...] | None = None
+    objectives: dict[str, float] | None = None
+    # Handed to the model's set_training_stage(name, objectives, options) when the stage starts
+    # (e.g. DUDA+AUX's candidate set: easy, then easy+hard).
+    model_options: dict[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -93,6 +136,23 @@ class TrainConfig:
         True  # DDP: tolerate parameters a loss does not touch (ddla-uniform's prior)
     )
     model_config: dict[str, Any] = field(default_factory=dict)
+    # Which feature cache: 0 = the backbone's own input size (448 gives efficientnet_lite0 a
+    # 14 x 14 grid, the paper's ResNet grid); strides of multi-level maps to load (8, 16, 32).
+    input_size: int = 0
+    feature_levels: tuple[int, ...] = ()
+    # Start from a checkpoint's weights: every tensor whose name (after init_rename's prefix
+    # changes) and shape match; init_keys (fnmatch patterns) restrict which. init_vocab:
+    # "checkpoint" keeps its vocabulary (word embeddings keep their meaning), "data" builds one
+    # from the training split (word-indexed tensors then load only if the sizes agree).
+    init_from: str = ""
+    init_keys: tuple[str, ...] = ()
+    init_rename: dict[str, str] = field(default_factory=dict)
+    init_vocab: str = "checkpoint"
+    freeze: tuple[str, ...] = ()  # parameter-name patterns kept fixed (fnmatch: "encoder.*")
+    objectives: dict[str, float] = field(default_factory=dict)  # {} = the model's own loss
+    val_metric: str = "CIDEr"  # picks best.pt and drives early stopping (§4: CIDEr)
+    sampler: str = "shuffle"  # shuffle | contrastive (train/sampler.py)
+    stages: tuple[dict[str, Any], ...] = ()  # see Stage; empty = one stage of the values above
 
     def validate(self) -> TrainConfig:
         checks = [
@@ -115,11 +175,78 @@ class TrainConfig:
             (self.log_every >= 1, "log_every must be at least 1"),
             (self.backbone_lr >= 0, "backbone_lr must be 0 (= lr / 10) or positive"),
             (isinstance(self.model_config, dict), "model_config must be a mapping"),
+            (self.input_size == 0 or self.input_size >= 32, "input_size must be 0 or >= 32"),
+            (all(s > 0 for s in self.feature_levels), "feature_levels are strides: 8, 16, 32"),
+            (self.init_vocab in ("checkpoint", "data"), "init_vocab must be checkpoint or data"),
+            (bool(self.val_metric), "val_metric must name a validation number, e.g. CIDEr"),
         ]
         for ok, message in checks:
             if not ok:
                 raise UsageError(message)
+        self.stage_plan()  # checks every stage
         return self
+
+    def stage_plan(self) -> list[Stage]:
+        """The stages to run, every field filled: ``stages`` over the top-level values, or one
+        stage ("main") made of the top-level values alone."""
+        raw = list(self.stages) or [{}]
+        plan = []
+        for index, values in enumerate(raw, start=1):
+            where = f"stage {index} of the recipe"
+            if not isinstance(values, dict):
+                raise UsageError(f"{where} must be a mapping of settings, e.g. {{epochs: 5}}")
+            stage = apply_mapping(Stage(), values, where)
+            top = {
+                "name": f"stage{index}" if self.stages else "main",
+                "epochs": self.epochs,
+                "lr": self.lr,
+                "warmup_steps": self.warmup_steps,
+                "lr_schedule": self.lr_schedule,
+                "min_lr": self.min_lr,
+                "patience": self.patience,
+                "sampler": self.sampler,
+                "freeze": self.freeze,
+                "objectives": self.objectives,
+                "model_options": {},
+            }
+            filled = {
+                k: (v if getattr(stage, k) in (None, "") else getattr(stage, k))
+                for k, v in top.items()
+            }
+            filled["freeze"] = tuple(filled["freeze"])
+            filled["objectives"] = {str(k): float(v) for k, v in dict(filled["objectives"]).items()}
+            stage = Stage(**filled)
+            checks = [
+                (stage.epochs >= 1, "epochs must be at least 1"),
+                (stage.lr > 0, "lr must be positive"),
+                (
+                    stage.lr_schedule in ("constant", "cosine"),
+                    "lr_schedule must be constant or cosine",
+                ),
+                (stage.warmup_steps >= 0, "warmup_steps must be 0 or more"),
+                (stage.patience >= 0, "patience must be 0 (off) or more"),
+                (stage.sampler in SAMPLERS, f"sampler must be one of {', '.join(SAMPLERS)}"),
+                (all(w >= 0 for w in stage.objectives.values()), "objective weights must be >= 0"),
+            ]
+            for ok, message in checks:
+                if not ok:
+                    raise UsageError(message if not self.stages else f"{where}: {message}")
+            plan.append(stage)
+        names = [s.name for s in plan]
+        if len(set(names)) != len(names):
+            raise UsageError(f"stage names must differ: {', '.join(names)}")
+        return plan
+
+    @property
+    def total_epochs(self) -> int:
+        """Epochs over all stages (``epochs`` for a run without stages)."""
+        return sum(s.epochs for s in self.stage_plan())
+
+    @property
+    def val_lower_is_better(self) -> bool:
+        """Whether a smaller ``val_metric`` is better (perplexity, losses)."""
+        name = self.val_metric.lower()
+        return name in LOWER_IS_BETTER or name.endswith("loss")
 
     @property
     def resolved_backbone_lr(self) -> float:
@@ -191,7 +318,7 @@ def _coerce(config: TrainConfig, where: str) -> TrainConfig:
                 changes[f.name] = int(float(value))
             elif isinstance(default, float):
                 changes[f.name] = float(value)
-            elif isinstance(default, tuple):
+            elif f.name == "betas":
                 changes[f.name] = tuple(float(v) for v in value)
             elif isinstance(default, str):
                 changes[f.name] = str(value)
