@@ -300,3 +300,18 @@ def test_a_model_trained_at_another_input_size_is_fed_that_size(write_png) -> No
     )
     assert model.analysis_batch(analysis)["before"].shape == (1, 1280, 5, 5)
     assert len(model.describe(analysis, DescribeOptions(max_sentences=1))) == 1
+
+
+def test_a_run_at_another_input_size_prepares_and_uses_that_cache(
+    bench: Path, tmp_path: Path
+) -> None:
+    from spotdiff_cli.train.loop import train
+
+    lines: list[str] = []
+    train(tiny_config(bench, epochs=1, input_size=160), tmp_path / "run", log=lines.append)
+    assert (bench / "cache" / "features-efficientnet_lite0-160px" / "train.npz").is_file()
+    assert any("features (1280, 5, 5)" in line for line in lines)
+    assert (
+        json.loads((tmp_path / "run" / "config.json").read_text())["model_config"]["input_size"]
+        == 160
+    )

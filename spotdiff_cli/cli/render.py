@@ -318,7 +318,8 @@ def print_training_result(result: Any, model: str) -> None:
     how = "stopped early" if result.stopped_early else "done"
     console.print(
         f"{how}: {result.epochs} epoch(s), {result.steps} steps in {result.seconds:.0f} s "
-        f"({result.samples_per_second:.1f} samples/s); best validation CIDEr {best}"
+        f"({result.samples_per_second:.1f} samples/s); best validation "
+        f"{getattr(result, 'val_metric', 'CIDEr')} {best}"
     )
     if result.best_path is not None:
         console.print(f"best checkpoint: {escape(str(result.best_path))}", soft_wrap=True)

@@ -64,7 +64,9 @@ def train(
         help="Train the backbone too (images in every batch; slower) instead of cached frozen features. \\[default: the recipe's, frozen]",
     ),
 ) -> None:
-    """Train a captioner; validation CIDEr picks the best checkpoint and stops training early."""
+    """Train a captioner; the recipe's validation metric (CIDEr unless `val_metric` says otherwise)
+    picks the best checkpoint and stops training early. Staged recipes, init_from, freeze and the
+    other recipe settings: training/README.md."""
     from ..api import train as run_training
     from ..errors import UsageError
     from ..train.recipes import default_recipe_path, load_recipe

@@ -72,6 +72,7 @@ class TrainResult:
     notes: list[str] = field(default_factory=list)
     seconds: float = 0.0
     samples_per_second: float = 0.0
+    val_metric: str = "CIDEr"  # what best_score measures
 
 
 @dataclass
@@ -230,7 +231,9 @@ def train(
         save_interrupted(run, state)
     finally:
         dist.cleanup(info)
-    return run_result(out, state, stopped_early, interrupted, notes, started, samples_done)
+    result = run_result(out, state, stopped_early, interrupted, notes, started, samples_done)
+    result.val_metric = config.val_metric
+    return result
 
 
 # ------------------------------------------------------------------------------------------------
@@ -880,7 +883,7 @@ def dataset_root(
     the backbone is prepared in place (what ``spotdiff data prepare`` does). Under torchrun only
     rank 0 does this work; the others wait.
     """
-    from ..data.cache import prepare_dataset
+    from ..data.cache import feature_folder, prepare_dataset
     from ..errors import DataError
 
     cached = config.data in CACHED_DATASETS
@@ -890,9 +893,9 @@ def dataset_root(
             f"dataset folder {root} not found; pass --data DIR (or leave it out for the synthetic benchmark)"
         )
     splits = [config.train_split, config.val_split]
-    ready = all(
-        (root / "cache" / f"features-{config.backbone}" / f"{s}.npz").is_file() for s in splits
-    )
+    size = config.input_size or None
+    folder = root / "cache" / feature_folder(config.backbone, size, config.feature_levels)
+    ready = all((folder / f"{s}.npz").is_file() for s in splits)
     if info.is_main and not ready:
         if config.data == "synth" and not (root / "synth.json").is_file():
             from ..data.synth import synthesize
@@ -912,9 +915,15 @@ def dataset_root(
             )
         if config.data == "clevr" and not (root / "gold.json").is_file():
             render_default_clevr(config, root, info, say, notes, progress)
-        say(f"preparing {root}: cluster analysis and {config.backbone} features (once per dataset)")
+        say(f"preparing {root}: cluster analysis and {folder.name} (once per dataset)")
         prepare_dataset(
-            root, splits, backbone=config.backbone, device=config.device, format=config.format
+            root,
+            splits,
+            backbone=config.backbone,
+            device=config.device,
+            format=config.format,
+            input_size=size,
+            levels=config.feature_levels,
         )
     elif cached:
         which = "the default synthetic" if config.data == "synth" else "the rendered CLEVR"
@@ -1148,6 +1157,7 @@ def _fit_once(
         notes=notes,
         seconds=seconds,
         samples_per_second=len(train_data.examples) / seconds if seconds else 0.0,
+        val_metric=config.val_metric,
     )
 
 
