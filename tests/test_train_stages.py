@@ -315,3 +315,13 @@ def test_a_run_at_another_input_size_prepares_and_uses_that_cache(
         json.loads((tmp_path / "run" / "config.json").read_text())["model_config"]["input_size"]
         == 160
     )
+
+
+def test_every_shipped_recipe_loads() -> None:
+    """Each training/*.yaml resolves (its keys and stages are known, its values of the right type)."""
+    from spotdiff_cli.train.recipes import RECIPES_DIR, load_recipe
+
+    recipes = sorted(RECIPES_DIR.glob("*.yaml"))
+    assert recipes
+    for path in recipes:
+        assert load_recipe(path).total_epochs >= 1, path.name
