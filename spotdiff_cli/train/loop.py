@@ -128,6 +128,7 @@ class Run:
     stage_index: int = -1
     objectives: dict[str, float] = field(default_factory=dict)
     trainable: set[str] = field(default_factory=set)  # what trains when nothing is frozen
+    wrapped: set[str] = field(default_factory=set)  # what needed gradients when DDP wrapped
 
     @property
     def steps_per_epoch(self) -> int:
@@ -518,6 +519,7 @@ def make_run(
         plan=config.stage_plan(),
         trainable={n for n, p in named_parameters(model, backbone) if p.requires_grad},
     )
+    run.wrapped = set(run.trainable)
     check_val_metric(run)
     return run
 
@@ -587,13 +589,16 @@ def enter_stage(run: Run, state: RunState) -> None:
             f"stage '{stage.name}' sets model_options, but model '{run.config.model}' has no "
             "set_training_stage(name, objectives, options) to take them"
         )
-    if run.info.enabled:  # DDP registers the parameters that need gradients when it wraps
+    needs_grad = {n for n, p in named if p.requires_grad}
+    if run.info.enabled and needs_grad != run.wrapped:
+        # DDP registers the parameters that need gradients when it wraps: wrap again.
         run.loss_module = dist.wrap_model(
             LossForward(run.model, run.backbone),
             run.info,
             run.device,
             run.config.ddp_find_unused,
         )
+        run.wrapped = needs_grad
     if len(run.plan) > 1 or frozen or stage.objectives:
         run.say(
             f"stage {index + 1}/{len(run.plan)} '{stage.name}': {stage.epochs} epoch(s), lr "
