@@ -20,13 +20,10 @@ Other keyword overrides replace config values (``hidden_size=256``); unknown key
 
 from __future__ import annotations
 
-import difflib
 import importlib
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ...errors import ModelError
-from ..registry import register_model
+from ..configured import check_settings, register_family, unknown_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from .common import SpotTheDiffCaptioner
@@ -135,12 +132,7 @@ def default_config(
     ``efficientnet_lite0``; set ``backbone`` to match the cached features you train on.
     """
     if name not in MODELS:
-        close = difflib.get_close_matches(name, list(MODELS), n=1)
-        raise ModelError(
-            f"unknown Spot-the-diff model '{name}'"
-            + (f"; did you mean '{close[0]}'?" if close else "")
-            + f" (available: {', '.join(MODELS)})"
-        )
+        raise unknown_name("Spot-the-diff", name, list(MODELS))
     h, w = (int(v) for v in grid)
     config: dict[str, Any] = {
         "channels": int(channels),
@@ -168,83 +160,10 @@ def check_config(name: str, config: dict[str, Any]) -> None:
     :func:`default_config` gives it (a damaged or foreign checkpoint's stored config, a recipe's
     ``model_config``): an int where an int is expected (not a bool), a number for a float, a
     positive (h, w) pair for ``grid``, a string for a name. Missing keys are the class's to name."""
-    for key, default in default_config(name, 1280, (7, 7)).items():
-        if key not in config:
-            continue
-        value = config[key]
-        if isinstance(default, list):
-            ok = (
-                isinstance(value, (list, tuple))
-                and len(value) == len(default)
-                and all(isinstance(v, int) and not isinstance(v, bool) and v > 0 for v in value)
-            )
-        elif isinstance(default, float):
-            ok = isinstance(value, (int, float)) and not isinstance(value, bool)
-        elif isinstance(default, bool):
-            ok = isinstance(value, bool)
-        else:
-            ok = isinstance(value, type(default)) and not isinstance(value, bool)
-        if not ok:
-            raise ModelError(
-                f"'{name}' setting '{key}' is {value!r} ({type(value).__name__}); expected a value "
-                f"like {default!r}"
-            )
+    check_settings(name, config, default_config(name, 1280, (7, 7)))
 
 
-def _factory(name: str) -> Callable[..., SpotTheDiffCaptioner]:
-    def create(
-        weights: str | None = None,
-        device: str = "cpu",
-        config: dict[str, Any] | None = None,
-        vocab: Any = None,
-        **overrides: Any,
-    ) -> SpotTheDiffCaptioner:
-        if weights is not None or (vocab is None and config is None and not overrides):
-            # A checkpoint: the one given, else this model's shipped default from the weights
-            # manifest (`spotdiff caption --model ddla A B` works on a fresh machine); the
-            # lookup error names every place searched when there is none.
-            from ..checkpoint import load_checkpoint
-
-            model, _ = load_checkpoint(weights, device, model=name)
-            if model.name != name:
-                raise ModelError(f"'{weights}' holds a '{model.name}' model, not '{name}'")
-            return model
-        if vocab is None:
-            raise ModelError(
-                f"an untrained '{name}' needs a vocabulary: create_model('{name}', vocab=..., "
-                "channels=..., grid=...), or pass weights= a trained checkpoint"
-            )
-        if config is None:
-            if "channels" not in overrides or "grid" not in overrides:
-                raise ModelError(
-                    f"an untrained '{name}' needs the backbone's feature shape: channels=C, grid=(h, w)"
-                )
-            config = default_config(
-                name,
-                overrides.pop("channels"),
-                overrides.pop("grid"),
-                bool(overrides.pop("tiny", False)),
-            )
-        config = dict(config)
-        overrides.pop("tiny", None)
-        for key, value in overrides.items():
-            if key not in config:
-                close = difflib.get_close_matches(key, list(config), n=1)
-                raise ModelError(
-                    f"'{name}' has no setting '{key}'"
-                    + (f"; did you mean '{close[0]}'?" if close else "")
-                    + f" (settings: {', '.join(config)})"
-                )
-            config[key] = list(value) if key == "grid" else value
-        check_config(name, config)
-        return model_class(name)(config, vocab).to(device)
-
-    create.__name__ = f"create_{name.replace('-', '_')}"
-    return create
-
-
-for _name, (_, _, _summary) in MODELS.items():
-    register_model(_name, family="spot-the-diff", summary=_summary, trainable=True)(_factory(_name))
+register_family("spot-the-diff", MODELS, default_config, model_class, check_config)
 
 __all__ = [
     "MODELS",
