@@ -1,7 +1,7 @@
-"""The Spot-the-diff family (nn, nn-multi, capt, capt-masked, capt-multi, ddla-uniform, ddla) on a
-fake batch that follows docs/training-interfaces.md: every model builds, learns, saves and loads,
-and decodes vocabulary words; DDLA's marginal likelihood, prior and cluster choice are checked
-against hand computations."""
+"""The Spot-the-diff family (nn, nn-multi, capt, capt-masked, capt-multi, ddla-uniform, ddla), and
+the robust-change family built the same way (duda), on a fake batch that follows
+docs/training-interfaces.md: every model builds, learns, saves and loads, and decodes vocabulary
+words; DDLA's marginal likelihood, prior and cluster choice are checked against hand computations."""
 
 from __future__ import annotations
 
@@ -12,13 +12,17 @@ import pytest
 import torch
 from conftest import draw_box, textured_background
 
+from spotdiff_cli.captioners import duda, spot_the_diff
 from spotdiff_cli.captioners.checkpoint import load_checkpoint, save_checkpoint
 from spotdiff_cli.captioners.registry import available_models, create_captioner, model_info
-from spotdiff_cli.captioners.spot_the_diff import MODEL_CLASSES, default_config
+from spotdiff_cli.captioners.spot_the_diff import default_config
 from spotdiff_cli.captioners.spot_the_diff.ddla import ClusterView
 from spotdiff_cli.captioners.vocab import PAD_ID, SEP_ID, Vocabulary
 
-NAMES = [name for name in available_models() if model_info(name).family == "spot-the-diff"]
+# The config-built learned families; each has MODEL_CLASSES and tiny variants.
+FAMILIES = {"spot-the-diff": spot_the_diff, "duda": duda}
+NAMES = [name for name in available_models() if model_info(name).family in FAMILIES]
+MODEL_CLASSES = {n: c for family in FAMILIES.values() for n, c in family.MODEL_CLASSES.items()}
 C, H, W, T = 16, 4, 4, 8
 
 SENTENCES = [
@@ -98,7 +102,7 @@ def test_every_model_builds_learns_saves_and_decodes(name: str, tmp_path: Path) 
     batch = make_batch(vocab)
     model = build(name, vocab)
     assert isinstance(model, MODEL_CLASSES[name]) and model.name == name
-    assert model_info(name).family == "spot-the-diff" and model_info(name).trainable
+    assert model_info(name).family in FAMILIES and model_info(name).trainable
 
     if name.startswith("nn"):
         with pytest.raises(Exception, match="fit"):

@@ -25,6 +25,7 @@ from .base import Captioner
 FAMILY_MODULES: tuple[str, ...] = (
     "spotdiff_cli.captioners.grounded",
     "spotdiff_cli.captioners.spot_the_diff",
+    "spotdiff_cli.captioners.duda",
 )
 
 

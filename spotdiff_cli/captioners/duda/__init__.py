@@ -1,0 +1,106 @@
+"""The robust-change-captioning family: ``duda`` (Dual Dynamic Attention, Park et al., ICCV 2019;
+the primary network of ``papers/duda-aux-composed-retrieval-2021.txt``), named in :data:`MODELS`.
+
+This package registers the family's names and holds their configs; it imports no torch. The
+model lives in ``model.py`` (imported when one is built). Built like the Spot-the-diff family
+(``spot_the_diff/__init__.py``): ``cls(config, vocab)`` with ``config`` from
+:func:`default_config`, plain types only, so it goes into a checkpoint as is::
+
+    create_model("duda", vocab=vocab, channels=1280, grid=(7, 7))           # untrained
+    create_model("duda", vocab=vocab, channels=16, grid=(4, 4), tiny=True)  # the test variant
+    create_model("duda", weights="run/best.pt")                             # trained
+
+Other keyword overrides replace config values (``hidden_size=256``); unknown keys are an error
+with a close match.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+from ..configured import register_family, unknown_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .model import DUDACaptioner
+
+# name -> (module, class, what `spotdiff models` says).
+MODELS: dict[str, tuple[str, str, str]] = {
+    "duda": (
+        "model",
+        "DUDACaptioner",
+        "dual attention over before/after conditioned on their difference, and a dynamic speaker "
+        "choosing among before, difference and after per word (Robust Change Captioning)",
+    ),
+}
+
+# The released code's sizes (configs/config.py, dynamic.yaml; model.py's docstring says what
+# each one is). The papers give none of them.
+_DEFAULTS: dict[str, Any] = {
+    "coordinates": True,  # x, y channels per cell (the released AddSpatialInfo)
+    "attention_size": 128,  # hidden 1x1 conv of the dual attention
+    "attention_dropout": 0.5,  # in the dual attention's conv net
+    "embed_size": 300,  # word embeddings
+    "fusion_size": 512,  # v = ReLU(W [l_bef; l_diff; l_aft])
+    "hidden_size": 512,  # both LSTMs of the dynamic speaker
+    "dropout": 0.5,  # embeddings, v, before the output layer
+    "attention_l1": 2.5e-3,  # L1 on the attention maps (released train.py)
+    "entropy_weight": 0.0,  # − weight × entropy of the speaker's α (released flag, default 0)
+    "repetition_guard": 3,  # decoding: no word twice in a row, no 3-gram twice
+}
+# Tiny variant for tests: a step on CPU in milliseconds.
+_TINY: dict[str, Any] = {
+    "attention_size": 16,
+    "attention_dropout": 0.1,
+    "embed_size": 16,
+    "fusion_size": 16,
+    "hidden_size": 32,
+    "dropout": 0.1,
+}
+
+
+def model_class(name: str) -> type[DUDACaptioner]:
+    """The class of model ``name`` (imports its module, and so torch)."""
+    module, cls_name, _ = MODELS[name]
+    return getattr(importlib.import_module(f"{__name__}.{module}"), cls_name)
+
+
+def __getattr__(attr: str) -> Any:
+    """``MODEL_CLASSES`` ({name: class}) and the model classes by class name, imported on first use."""
+    if attr == "MODEL_CLASSES":
+        return {name: model_class(name) for name in MODELS}
+    for name, (_, cls_name, _) in MODELS.items():
+        if attr == cls_name:
+            return model_class(name)
+    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+
+
+def default_config(
+    name: str, channels: int, grid: tuple[int, int] | list[int], tiny: bool = False
+) -> dict[str, Any]:
+    """The resolved config of model ``name`` for backbone features (channels, h, w); ``tiny``
+    gives small sizes (tests). Set ``backbone`` to match the cached features you train on."""
+    if name not in MODELS:
+        raise unknown_name("robust-change", name, list(MODELS))
+    h, w = (int(v) for v in grid)
+    config: dict[str, Any] = {
+        "channels": int(channels),
+        "grid": [h, w],
+        "backbone": "efficientnet_lite0",
+        "input_size": 0,  # square side images are resized to for the backbone; 0 = its own
+        **_DEFAULTS,
+    }
+    if tiny:
+        config.update(_TINY)
+    return config
+
+
+register_family("duda", MODELS, default_config, model_class)
+
+__all__ = [
+    "MODELS",
+    "MODEL_CLASSES",
+    "default_config",
+    "model_class",
+    *(cls_name for _, cls_name, _ in MODELS.values()),
+]

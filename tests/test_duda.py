@@ -1,0 +1,139 @@
+"""``duda`` beyond the shared model test (tests/test_spot_the_diff_models.py builds, steps, saves,
+loads and decodes it): the dynamic speaker's choice is a distribution over (l_bef, l_diff, l_aft)
+at every word, the dual attention maps are per-cell gates in (0, 1) that pool the features as
+the paper says, the loss is the sum of its named parts, and the tiny recipe trains it end to end
+through the CLI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+import torch
+from test_spot_the_diff_models import C, H, W, build, make_batch, make_vocab
+from typer.testing import CliRunner
+
+from spotdiff_cli.captioners.duda.model import with_coordinates
+from spotdiff_cli.cli import app
+from spotdiff_cli.errors import ModelError
+
+
+def test_speaker_weights_are_a_distribution_over_the_three_features() -> None:
+    vocab = make_vocab()
+    batch = make_batch(vocab)
+    model = build("duda", vocab)
+    weights, mask = model.speaker_weights(batch)
+    n_sentences = int(batch["sentence_valid"].sum())
+    assert weights.shape == (n_sentences, batch["tokens"].shape[2] - 1, 3)
+    assert mask.shape == weights.shape[:2] and bool(mask.any())
+    assert bool((weights >= 0).all()) and bool((weights <= 1).all())
+    assert torch.allclose(weights.sum(-1), torch.ones(weights.shape[:2]), atol=1e-6)
+    # The weighting changes from word to word (the attention LSTM reads the caption state).
+    first = weights[0, mask[0]]
+    assert float((first - first[0]).abs().max()) > 0
+
+
+def test_dual_attention_maps_are_gates_that_pool_the_features() -> None:
+    vocab = make_vocab()
+    batch = make_batch(vocab)
+    model = build("duda", vocab).eval()
+    with torch.no_grad():
+        attended = model.attend(batch)
+    b = batch["before"].shape[0]
+    assert attended.att_bef.shape == attended.att_aft.shape == (b, H, W)
+    for att in (attended.att_bef, attended.att_aft):
+        assert bool((att > 0).all()) and bool((att < 1).all())
+    # l = Σ a ⊙ X / (h w), X with the two coordinate channels appended (module docstring).
+    x_bef = with_coordinates(batch["before"])
+    assert x_bef.shape == (b, C + 2, H, W)
+    expected = (x_bef * attended.att_bef[:, None]).sum((2, 3)) / (H * W)
+    assert torch.allclose(attended.l_bef, expected, atol=1e-5)
+    assert torch.allclose(x_bef[0, C, 0], torch.linspace(-1, 1, W))  # x runs along the width
+    # Without coordinates the features are the backbone's channels alone.
+    plain = build("duda", vocab, coordinates=False).eval()
+    with torch.no_grad():
+        assert plain.attend(batch).l_bef.shape == (b, C)
+
+
+def test_loss_is_caption_plus_the_regularisers() -> None:
+    vocab = make_vocab()
+    batch = make_batch(vocab)
+    model = build("duda", vocab, attention_l1=0.01, entropy_weight=0.1).eval()
+    with torch.no_grad():
+        out = model.loss(batch)
+        parts = out["losses"]
+        expected = parts["caption"] + 0.01 * parts["attention_l1"] + 0.1 * parts["negative_entropy"]
+        assert torch.allclose(out["loss"], expected)
+        assert math.isclose(
+            float(parts["caption"]), float(out["nll"]) / out["n_tokens"], rel_tol=1e-6
+        )
+        # The L1 term: Σ over cells, mean over the two maps and the pairs.
+        attended = model.attend(batch)
+        l1 = (attended.att_bef.sum((1, 2)) + attended.att_aft.sum((1, 2))).mean() / 2
+        assert torch.allclose(parts["attention_l1"], l1)
+        # Entropy of a 3-way choice is at most log 3 per target token.
+        weights, mask = model.speaker_weights(batch)
+        bound = math.log(3) * float(mask.sum()) / mask.shape[0]
+        assert 0 < -float(parts["negative_entropy"]) <= bound + 1e-5
+    model = build("duda", vocab)  # gradients reach both parts of the model
+    model.loss(batch)["loss"].backward()
+    assert model.attention.score.weight.grad is not None
+    assert model.speaker.choose.weight.grad is not None
+
+
+def test_settings_are_checked() -> None:
+    vocab = make_vocab()
+    with pytest.raises(ModelError, match="did you mean 'hidden_size'"):
+        build("duda", vocab, hiden_size=8)
+    with pytest.raises(ModelError, match="coordinates"):
+        build("duda", vocab, coordinates="yes")
+    model = build("duda", vocab, hidden_size=24)
+    assert model.config["hidden_size"] == 24 and model.speaker.hidden_size == 24
+
+
+def test_the_tiny_recipe_is_the_default_for_duda() -> None:
+    from spotdiff_cli.train.recipes import default_recipe_path, load_recipe
+
+    assert default_recipe_path("duda").name == "duda-synth.yaml"
+    for name in ("duda-synth", "duda-tiny-cpu"):
+        config = load_recipe(name)
+        assert config.model == "duda" and config.model_config["coordinates"] is True
+
+
+@pytest.mark.slow
+def test_tiny_cpu_recipe_trains_duda_and_caption_uses_it(
+    tmp_path: Path, write_png, monkeypatch
+) -> None:
+    """`spotdiff train --model duda --recipe duda-tiny-cpu` end to end (about 40 s on 2 cores),
+    then `spotdiff caption --weights` with its checkpoint."""
+    from conftest import draw_box, textured_background
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # never the user's cache
+    runner = CliRunner()
+    out = tmp_path / "duda"
+    result = runner.invoke(
+        app,
+        [
+            "train",
+            "--model",
+            "duda",
+            "--recipe",
+            "duda-tiny-cpu",
+            "--out",
+            str(out),
+            "--device",
+            "cpu",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    log = (out / "log.jsonl").read_text().splitlines()
+    assert len([line for line in log if '"validation"' in line]) == 4
+    before = textured_background(224, 224)
+    a = write_png("a.png", before)
+    b = write_png("b.png", draw_box(before, 40, 60, 50, 30, (200, 30, 30)))
+    caption = runner.invoke(
+        app, ["caption", str(a), str(b), "--model", "duda", "--weights", str(out / "best.pt")]
+    )
+    assert caption.exit_code == 0, caption.output
+    assert "1." in caption.output
