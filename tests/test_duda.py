@@ -34,6 +34,32 @@ def test_speaker_weights_are_a_distribution_over_the_three_features() -> None:
     assert float((first - first[0]).abs().max()) > 0
 
 
+def test_speaker_step_is_the_two_lstms_on_their_concatenated_inputs() -> None:
+    """The speaker precomputes the input weights times what is fixed over a sentence; a step must
+    equal nn.LSTMCell on [v; h_cap] and on [E w; Σ α_i l_i], computed the plain way."""
+    vocab = make_vocab()
+    batch = make_batch(vocab)
+    model = build("duda", vocab).eval()
+    sp = model.speaker
+    with torch.no_grad():
+        attended = model.attend(batch)
+        state = sp.start(attended.l_bef, attended.l_aft)
+        features = torch.stack([attended.l_bef, attended.l_aft - attended.l_bef, attended.l_aft], 1)
+        fused = torch.relu(sp.fuse(features.flatten(1)))
+        zeros = fused.new_zeros(fused.shape[0], sp.hidden_size)
+        h_att, c_att, h_cap, c_cap = zeros, zeros, zeros, zeros
+        for words in batch["tokens"][:, 0, :5].T:
+            log_probs, state, weights = sp.step(words, state)
+            h_att, c_att = sp.att_lstm(torch.cat([fused, h_cap], -1), (h_att, c_att))
+            alpha = torch.softmax(sp.choose(h_att), -1)
+            context = torch.bmm(alpha[:, None], features).squeeze(1)
+            word = torch.relu(sp.embed(words))
+            h_cap, c_cap = sp.cap_lstm(torch.cat([word, context], -1), (h_cap, c_cap))
+            expected = torch.log_softmax(sp.out(h_cap), -1)
+            assert torch.allclose(weights, alpha, atol=1e-6)
+            assert torch.allclose(log_probs, expected, atol=1e-5)
+
+
 def test_dual_attention_maps_are_gates_that_pool_the_features() -> None:
     vocab = make_vocab()
     batch = make_batch(vocab)

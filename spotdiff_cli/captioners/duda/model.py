@@ -66,8 +66,18 @@ from ..spot_the_diff.common import PAD, Batch, Generated, GradientCaptioner, run
 from ..vocab import Vocabulary
 
 SpeakerState = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]
-"""(h_att, c_att, h_cap, c_cap (N, H), features (N, 3, D): l_bef, l_diff, l_aft, fused v (N, E)).
-Every tensor has the decoded rows N first, so beam search reorders it with ``index_select``."""
+"""(h_att, c_att, h_cap, c_cap (N, H); the three features l_bef, l_diff, l_aft already multiplied
+by the caption LSTM's input weights (N, 3, 4H); the fused v multiplied by the attention LSTM's
+input weights, biases included (N, 4H)). Every tensor has the decoded rows N first, so beam
+search reorders it with ``index_select``."""
+
+
+def lstm_cell(gates: Tensor, c: Tensor) -> tuple[Tensor, Tensor]:
+    """The LSTM update from pre-activations ``gates`` (N, 4H) in ``nn.LSTMCell``'s order
+    (input, forget, cell, output) and the cell state c (N, H) -> (h, c)."""
+    i, f, g, o = gates.chunk(4, dim=-1)
+    c = torch.sigmoid(f) * c + torch.sigmoid(i) * torch.tanh(g)
+    return torch.sigmoid(o) * torch.tanh(c), c
 
 
 def with_coordinates(grid: Tensor) -> Tensor:
@@ -158,24 +168,47 @@ class DynamicSpeaker(nn.Module):
         self.drop = nn.Dropout(dropout)
 
     def start(self, l_bef: Tensor, l_aft: Tensor) -> SpeakerState:
-        """The state before the first word. l_bef, l_aft: (N, D) of each decoded row's pair."""
+        """The state before the first word. l_bef, l_aft: (N, D) of each decoded row's pair.
+
+        Both LSTMs' inputs are linear in what stays fixed over a sentence: the attention LSTM
+        reads [v; h_cap] and the caption LSTM reads [E w; Σ_i α_i l_i], whose weight times
+        Σ_i α_i l_i is Σ_i α_i (W l_i). So W v and the three W l_i are computed here once, and a
+        step only mixes three vectors: the same function as ``nn.LSTMCell`` on the concatenated
+        input (``tests/test_duda.py`` checks it), at a fraction of the cost per word.
+        """
+        e = self.embed.embedding_dim
         features = torch.stack([l_bef, l_aft - l_bef, l_aft], dim=1)  # (N, 3, D)
         fused = self.drop(torch.relu(self.fuse(features.flatten(1))))  # (N, E)
+        att_in = self.att_lstm.weight_ih[:, : fused.shape[-1]]
+        att_fixed = fused @ att_in.T + self.att_lstm.bias_ih + self.att_lstm.bias_hh
+        cap_features = features @ self.cap_lstm.weight_ih[:, e:].T  # (N, 3, 4H)
         zeros = l_bef.new_zeros(l_bef.shape[0], self.hidden_size)
-        return (zeros, zeros, zeros, zeros, features, fused)
+        return (zeros, zeros, zeros, zeros, cap_features, att_fixed)
 
     def step(self, words: Tensor, state: SpeakerState) -> tuple[Tensor, SpeakerState, Tensor]:
         """One word. words: (N,) int64 -> (log_probs (N, V), next state, weights α (N, 3))."""
-        h_att, c_att, h_cap, c_cap, features, fused = state
-        h_att, c_att = self.att_lstm(torch.cat([fused, h_cap], dim=-1), (h_att, c_att))
-        weights = torch.softmax(self.choose(h_att), dim=-1)
-        context = torch.bmm(weights[:, None], features).squeeze(1)  # (N, D)
+        h_att, c_att, h_cap, c_cap, cap_features, att_fixed = state
+        att, cap = self.att_lstm, self.cap_lstm
+        # Attention LSTM on [v; h_cap(t-1)]: v's part is in att_fixed.
+        e_v = att.weight_ih.shape[1] - self.hidden_size
+        gates = att_fixed + h_cap @ att.weight_ih[:, e_v:].T + h_att @ att.weight_hh.T
+        h_att, c_att = lstm_cell(gates, c_att)
+        weights = torch.softmax(self.choose(h_att), dim=-1)  # α over (l_bef, l_diff, l_aft)
+        # Caption LSTM on [E w(t-1); Σ_i α_i l_i]: the features' part is Σ_i α_i (W l_i).
         word = self.drop(torch.relu(self.embed(words)))
-        h_cap, c_cap = self.cap_lstm(torch.cat([word, context], dim=-1), (h_cap, c_cap))
+        e = self.embed.embedding_dim
+        gates = (
+            torch.bmm(weights[:, None], cap_features).squeeze(1)
+            + word @ cap.weight_ih[:, :e].T
+            + h_cap @ cap.weight_hh.T
+            + cap.bias_ih
+            + cap.bias_hh
+        )
+        h_cap, c_cap = lstm_cell(gates, c_cap)
         logits = self.out(self.drop(h_cap))
         return (
             torch.log_softmax(logits, dim=-1),
-            (h_att, c_att, h_cap, c_cap, features, fused),
+            (h_att, c_att, h_cap, c_cap, cap_features, att_fixed),
             weights,
         )
 
