@@ -22,6 +22,9 @@ import numpy as np
 
 from ..types import Alignment, CameraMotion
 
+# ORB's 31 px patches over its 8-level pyramid need an image at least this big (smaller ones
+# make OpenCV fail); below it there is no camera motion to estimate.
+MIN_SIDE = 64
 # Features are found on a grey image of at most this long side: enough corners on a few CLEVR
 # objects at 320 px, and at 640 px video frames it halves the cost without losing accuracy that
 # the per-object parallax check does not absorb anyway.
@@ -109,9 +112,11 @@ def _matched_points(
 ) -> tuple[np.ndarray, np.ndarray]:
     """ORB features of one channel of both images, matched with Lowe's ratio test.
     Returns (N, 2) float32 point arrays in before and in after (detection px)."""
+    empty = np.zeros((0, 2), np.float32)
+    if min(channel_b.shape[:2]) < MIN_SIDE:
+        return empty, empty
     kp_b, desc_b = orb.detectAndCompute(channel_b, None)
     kp_a, desc_a = orb.detectAndCompute(channel_a, None)
-    empty = np.zeros((0, 2), np.float32)
     if desc_b is None or desc_a is None or len(kp_a) < 2:
         return empty, empty
     pairs = cv2.BFMatcher(cv2.NORM_HAMMING).knnMatch(desc_b, desc_a, k=2)

@@ -31,6 +31,7 @@ import numpy as np
 from ..config import AnalysisConfig
 from ..types import Alignment, CameraMotion, ChangeMask, Cluster
 from .camera import (
+    MIN_SIDE,
     HomographyFit,
     camera_stayed,
     departure_from_shift,
@@ -136,7 +137,7 @@ def follow_camera(
     """
     h, w = before.shape[:2]
     moved = None
-    if not camera_stayed(before, after, shifted.alignment):
+    if min(h, w) >= MIN_SIDE and not camera_stayed(before, after, shifted.alignment):
         fit = estimate_homography(before, after)
         if (
             fit is not None
