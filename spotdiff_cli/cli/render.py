@@ -45,7 +45,9 @@ def print_caption_report(data: dict[str, Any], written: list[str] | None = None)
         )
     al = data["alignment"]
     extras = []
-    if abs(al["dx"]) >= 0.5 or abs(al["dy"]) >= 0.5:  # sub-pixel jitter is not news
+    if data.get("camera"):  # the camera sentence says how it moved
+        extras.append("after image warped onto the before image")
+    elif abs(al["dx"]) >= 0.5 or abs(al["dy"]) >= 0.5:  # sub-pixel jitter is not news
         extras.append(f"camera shift dx={al['dx']:+.1f} dy={al['dy']:+.1f} px corrected")
     extras.append(f"{data['timings'].get('total', 0) * 1000:.0f} ms")
     console.print(f"[dim]  ({'; '.join(extras)})[/]")

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from .. import __version__
-from ..types import BBox, Report
+from ..types import BBox, CameraMotion, Report
 
 SCHEMA = "spotdiff.report/1"
 
@@ -67,6 +69,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
             "method": a.alignment.method,
             "score": round(a.alignment.score, 5),
         },
+        "camera": _camera_block(a.camera, scale),
         "change": {
             "delta": a.mask.delta,
             "changed_fraction": round(a.mask.changed_fraction, 5),
@@ -103,3 +106,22 @@ def _cluster_numbers(report: Report) -> dict[int, int]:
         for cid in s.cluster_ids:
             numbers.setdefault(cid, i + 1)
     return numbers
+
+
+def _camera_block(camera: CameraMotion | None, scale: float) -> dict[str, Any] | None:
+    """The camera's motion in original pixels (None: it stayed, or a shift explained it). The
+    homography maps a before pixel (x, y, 1) to the after image: S H S^-1, S = diag(s, s, 1)."""
+    if camera is None:
+        return None
+    to_original = np.diag([scale, scale, 1.0])
+    matrix = to_original @ np.array(camera.homography) @ np.linalg.inv(to_original)
+    return {
+        "moved": True,
+        "dx": round(camera.dx * scale, 2),
+        "dy": round(camera.dy * scale, 2),
+        "rotation_degrees": round(camera.rotation, 3),
+        "zoom": round(camera.zoom, 4),
+        "homography": [[round(float(v), 6) for v in row] for row in matrix / matrix[2, 2]],
+        "inliers": camera.inliers,
+        "matches": camera.matches,
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
-from ..types import Report
+from ..types import Analysis, Report
 from .compose import _cluster_numbers, scale_box
 
 # Distinct, colour-blind-friendly box colours (Okabe-Ito), RGB.
@@ -50,16 +50,27 @@ def annotated_image(report: Report) -> np.ndarray:
         if number is None:
             continue
         colour = PALETTE[(number - 1) % len(PALETTE)]
-        x, y, bw, bh = scale_box(cluster.bbox, a.scale)
         # The after box is drawn where the object is in the after image (undo the alignment).
-        shift_x, shift_y = (
-            int(round(a.alignment.dx * a.scale)),
-            int(round(a.alignment.dy * a.scale)),
-        )
-        for ox, oy in ((0, 0), (w + _GAP + shift_x, shift_y)):
-            cv2.rectangle(canvas, (x + ox, y + oy), (x + ox + bw, y + oy + bh), colour, thickness)
-            _label(canvas, str(number), x + ox, y + oy, colour, font_scale)
+        for box, ox in ((cluster.bbox, 0), (_in_after(cluster.bbox, a), w + _GAP)):
+            x, y, bw, bh = scale_box(box, a.scale)
+            cv2.rectangle(canvas, (x + ox, y), (x + ox + bw, y + bh), colour, thickness)
+            _label(canvas, str(number), x + ox, y, colour, font_scale)
     return canvas
+
+
+def _in_after(bbox: tuple[int, int, int, int], analysis: Analysis) -> tuple[int, int, int, int]:
+    """Where a box of the (aligned) analysis lies in the after image as given: shifted back by
+    the alignment, or - when the camera moved - its corners projected through the homography
+    (before -> after) and boxed. Analysed pixels in and out."""
+    x, y, w, h = bbox
+    if analysis.camera is None:
+        dx, dy = analysis.alignment.dx, analysis.alignment.dy
+        return int(round(x + dx)), int(round(y + dy)), w, h
+    corners = np.array([[[x, y], [x + w, y], [x, y + h], [x + w, y + h]]], dtype=np.float64)
+    moved = cv2.perspectiveTransform(corners, np.array(analysis.camera.homography))[0]
+    x0, y0 = moved.min(axis=0)
+    x1, y1 = moved.max(axis=0)
+    return int(round(x0)), int(round(y0)), int(round(x1 - x0)), int(round(y1 - y0))
 
 
 def mask_image(report: Report) -> np.ndarray:

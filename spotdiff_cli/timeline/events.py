@@ -39,8 +39,8 @@ from ..frames.base import TIME_EPS
 from ..frames.timecode import setting_seconds
 from ..types import BBox, Detection, Event, EventSentence
 
-_WHOLE_FRAME = ("lighting", "scene")
-_MOTION = {"moved", "changed", "colour"}
+_WHOLE_FRAME = ("lighting", "scene", "camera")
+_MOTION = {"moved", "changed", "colour", "material"}
 _UNKNOWN_NOUNS = ("", "object")
 
 
