@@ -295,7 +295,9 @@ refs = {"single": {p.id: [s for s in p.sentences if s.strip()] for p in test.pai
 
 def per_pair(run, protocol):
     sentences: dict = {}
-    for item in json.loads((run / "predictions.json").read_text()):  # one entry per sentence, in order
+    single = run / "predictions-single.json"  # the single protocol's own sentence, when decoded apart
+    path = single if protocol == "single" and single.is_file() else run / "predictions.json"
+    for item in json.loads(path.read_text()):  # one entry per sentence, in order
         sentences.setdefault(str(item["image_id"]), []).append(item["caption"])
     hyps = {i: (sentences[i][0] if protocol == "single" else " ".join(sentences[i])) for i in ids}
     scores = score_captions(refs[protocol], hyps, ("CIDEr",), "auto").per_item["CIDEr"]

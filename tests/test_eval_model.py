@@ -272,3 +272,46 @@ def test_gold_sentence_count_is_the_median_over_annotators() -> None:
     assert gold_sentence_count(pair(2, 2, 3)) == 2
     assert gold_sentence_count(pair(1, 2)) == 2  # halves round up
     assert gold_sentence_count(pair(0)) == 1 and gold_sentence_count(pair()) == 1
+
+
+class _OneOrTwo:
+    """A captioner whose one-sentence description is not the first of its longer one (as
+    ddla-uniform's random cluster under the paper's rule)."""
+
+    name = "test-one-or-two"
+    trainable = False
+    single_sentence_differs = True
+
+    def warm_up(self, options: Any) -> None:
+        pass
+
+    def describe(self, analysis: Any, options: Any) -> Any:
+        from spotdiff_cli.types import Sentence
+
+        if options.max_sentences == 1:
+            return [Sentence(text="a red car appeared")]
+        return [Sentence(text="nothing"), Sentence(text="a blue van is gone")]
+
+
+def test_single_protocol_decodes_its_own_sentence_when_the_model_says_it_differs(
+    split8: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from spotdiff_cli.evaluate.protocols import evaluate_predictions
+
+    _register(monkeypatch, "test-one-or-two", _OneOrTwo())
+    out = tmp_path / "apart"
+    args = ["eval", "--model", "test-one-or-two", "--dataset", str(split8), "--metrics", "BLEU-1"]
+    _run([*args, "--tokenizer", "python", "--no-breakdown", "--out", str(out)])
+    single = json.loads((out / "predictions-single.json").read_text())
+    multi = json.loads((out / "predictions.json").read_text())
+    assert {p["caption"] for p in single} == {"a red car appeared"} and len(single) == 8
+    assert {p["caption"] for p in multi} == {"nothing", "a blue van is gone"}
+    saved = json.loads((out / "results.json").read_text())
+    scores = {r["protocol"]: r["scores"]["BLEU-1"] for r in saved["results"]}
+    # Scoring the written files again gives the same numbers: the single file is read back.
+    again = evaluate_predictions(
+        out / "predictions.json", split8, metrics=("BLEU-1",), tokenizer="python", breakdown=False
+    )
+    assert again.get("single").scores["BLEU-1"] == pytest.approx(scores["single"])
+    assert again.get("multi").scores["BLEU-1"] == pytest.approx(scores["multi"])
+    assert any("decoded one sentence per pair on its own" in n for n in saved["notes"])

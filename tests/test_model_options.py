@@ -116,13 +116,17 @@ def test_ddla_uniform_paper_choice_is_seeded_random() -> None:
     reversed_batch = _uniform_batch(vocab, ids[::-1])
     again = [c[0] for c in model.select_clusters(reversed_batch, max_sentences=1)]
     assert again[::-1] == single
-    # Another seed, other choices; several sentences: §4's decreasing box area.
+    # Another seed, other choices. The multi-sentence setting (more than one sentence allowed):
+    # §4's decreasing box area, even for a pair told to write one sentence.
     reseeded = build("ddla-uniform", vocab, selection_seed=1)
     assert [c[0] for c in reseeded.select_clusters(batch, max_sentences=1)] != single
     assert model.select_clusters(batch, max_sentences=3, num_sentences=[3] * 40)[0] == [0, 1, 2]
+    assert {c[0] for c in model.select_clusters(batch, 3, num_sentences=[1] * 40)} == {0}
+    assert model.single_sentence_differs and not build("ddla", vocab).single_sentence_differs
     # The earlier rule, by name: the largest box, always.
     largest = build("ddla-uniform", vocab, selection="largest")
     assert {c[0] for c in largest.select_clusters(batch, max_sentences=1)} == {0}
+    assert not largest.single_sentence_differs
     with pytest.raises(ModelError, match="paper, largest"):
         build("ddla-uniform", vocab, selection="smallest")
 

@@ -6,6 +6,8 @@ One run (``write_results``), in ``out``:
 * ``results.json`` - every score, change detection and attribute accuracy, notes;
 * ``results.md`` - the tables of ``tables.py`` and the notes, in Markdown;
 * ``predictions.json`` - COCO style, one entry per sentence (what ``--compare`` can read back);
+* ``predictions-single.json`` - only when the single-sentence protocol decoded its own sentence
+  (ddla-uniform's random cluster, §4): what that protocol scored;
 * ``judgements.json`` - per pair: the truth, whether the prediction reported a change, and per
   attribute [right, judged];
 * ``config.json`` - the resolved settings.
@@ -23,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from .compare import Difference, comparison_dict, summarise
-from .protocols import PROTOCOLS, EvalResult
+from .protocols import PROTOCOLS, SINGLE_PREDICTIONS, EvalResult
 from .tables import Model, tables
 
 
@@ -80,6 +82,14 @@ def write_results(result: EvalResult, out_dir: str | Path) -> dict[str, Path]:
     paths["markdown"].write_text(results_markdown(result))
     coco = [{"image_id": k, "caption": s} for k, sents in result.predictions.items() for s in sents]
     paths["predictions"].write_text(json.dumps(coco, indent=1) + "\n")
+    if result.single_predictions:  # the single protocol's own sentences (protocols.py)
+        paths["single_predictions"] = out / SINGLE_PREDICTIONS
+        single = [
+            {"image_id": k, "caption": s}
+            for k, sents in result.single_predictions.items()
+            for s in sents
+        ]
+        paths["single_predictions"].write_text(json.dumps(single, indent=1) + "\n")
     # One pair per line: thousands of pairs stay readable and greppable.
     lines = ",\n".join(json.dumps(asdict(j)) for j in result.judged)
     paths["judgements"].write_text(f"[\n{lines}\n]\n")

@@ -84,6 +84,10 @@ class EvalResult:
     notes: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     predictions: Predictions = field(default_factory=dict)
+    # The single-sentence protocol's own predictions, when the model's one-sentence description
+    # is not the first sentence of its longer one (ddla-uniform's random cluster, §4); empty: the
+    # single protocol scores the first sentence of ``predictions``.
+    single_predictions: Predictions = field(default_factory=dict)
     seconds: float = 0.0
     detection: Detection | None = None
     # attribute -> group ("all" or a change type) -> [right, judged]
@@ -103,6 +107,7 @@ class EvalResult:
             result.pop("per_pair")
         if not include_predictions:
             data.pop("predictions")
+            data.pop("single_predictions")
         return data
 
     def attribute_accuracy(self, name: str, group: str = "all") -> float | None:
@@ -394,8 +399,11 @@ def score_dataset(
     tokenizer: str = "auto",
     breakdown: bool = True,
     allow_partial: bool = False,
+    single_predictions: Predictions | None = None,
 ) -> EvalResult:
-    """Score predictions on a loaded split with the chosen protocols (and per-group breakdowns)."""
+    """Score predictions on a loaded split with the chosen protocols (and per-group breakdowns).
+    ``single_predictions``: what the single-sentence protocol scores instead of the first
+    sentence of ``predictions`` (see ``EvalResult.single_predictions``)."""
     start = time.perf_counter()
     bad = [p for p in protocols if p not in PROTOCOLS]
     if bad or not protocols:
@@ -409,26 +417,24 @@ def score_dataset(
         "multi": multi_sentence,
     }
     inputs = {"single": _single_inputs, "multi": _multi_inputs}
+    scored = {"single": single_predictions or predictions, "multi": predictions}
     results = []
     # One session for every protocol and group: all captions go through the tokenizer in one Java
     # run and METEOR keeps one process, instead of ~3 Java starts per group (see metrics.py).
     with ScoringSession(tokenizer) as session:
         captions: list[str] = []
         for protocol in protocols:
-            refs, hyps = inputs[protocol](pairs, predictions)
+            refs, hyps = inputs[protocol](pairs, scored[protocol])
             captions += [*(r for v in refs.values() for r in v), *hyps.values()]
         session.prepare(captions)
         for protocol in protocols:
-            results.append(
-                runners[protocol](pairs, predictions, metrics, tokenizer, session=session)
-            )
+            given = scored[protocol]
+            results.append(runners[protocol](pairs, given, metrics, tokenizer, session=session))
             if breakdown:
                 for group, members in _groups(pairs).items():
                     if len(members) >= 2:
                         results.append(
-                            runners[protocol](
-                                members, predictions, metrics, tokenizer, group, session
-                            )
+                            runners[protocol](members, given, metrics, tokenizer, group, session)
                         )
     if any(r.tokenizer == "python" for r in results):
         why = "--tokenizer python" if tokenizer == "python" else "java not found"
@@ -444,6 +450,9 @@ def score_dataset(
         results=results,
         notes=notes,
         predictions={p.id: predictions[p.id] for p in pairs},
+        single_predictions={p.id: single_predictions[p.id] for p in pairs}
+        if single_predictions
+        else {},
         seconds=time.perf_counter() - start,
         detection=judgement.detection,
         attributes=judgement.attributes,
@@ -464,11 +473,21 @@ def evaluate_predictions(
 ) -> EvalResult:
     """Score a predictions file (or ``{id: [sentences]}``) against a split's annotations.
 
-    Needs no images: ``dataset`` may be just the annotations folder of Spot-the-diff.
+    Needs no images: ``dataset`` may be just the annotations folder of Spot-the-diff. A
+    ``predictions-single.json`` beside a ``predictions.json`` (what ``spotdiff eval --model``
+    writes when the single-sentence protocol decoded its own sentence) is what that protocol
+    scores.
     """
     data = load_dataset(dataset, split, format, require_images=False)
     preds = predictions if isinstance(predictions, dict) else load_predictions(predictions)
-    result = score_dataset(data, preds, protocols, metrics, tokenizer, breakdown, allow_partial)
+    single = None
+    if not isinstance(predictions, dict):
+        beside = Path(predictions).with_name(SINGLE_PREDICTIONS)
+        if Path(predictions).name == "predictions.json" and beside.is_file():
+            single = load_predictions(beside)
+    result = score_dataset(
+        data, preds, protocols, metrics, tokenizer, breakdown, allow_partial, single
+    )
     result.predictions_file = None if isinstance(predictions, dict) else str(predictions)
     result.settings = {
         "dataset": str(dataset),
@@ -482,6 +501,10 @@ def evaluate_predictions(
         "predictions": result.predictions_file,
     }
     return result
+
+
+# Written beside predictions.json when the single-sentence protocol had predictions of its own.
+SINGLE_PREDICTIONS = "predictions-single.json"
 
 
 def gold_sentence_count(pair: DatasetPair) -> int:
@@ -520,6 +543,7 @@ def evaluate_model(
     footnote 2); models that cannot take a count (``takes_sentence_count``) are noted, not told.
     Alignment precision is reported when the split has gold alignments (the synthetic benchmark).
     """
+    from ..captioners.base import DescribeOptions
     from ..config import AnalysisConfig, CaptionConfig, to_dict
     from ..describer import PairDescriber
 
@@ -539,11 +563,19 @@ def evaluate_model(
     aligned: dict[str, list[tuple[int | None, Box]]] = {}
     nll: list[tuple[float, int]] = []
     told = gold_count and bool(getattr(captioner, "takes_sentence_count", False))
+    # The paper's single-sentence setting generates one sentence; for a model whose one sentence
+    # is not the first of its longer description (ddla-uniform: a random cluster, §4), decode
+    # that sentence on its own for the single protocol.
+    apart = "single" in protocols and bool(getattr(captioner, "single_sentence_differs", False))
+    single: Predictions = {}
     for index, pair in enumerate(pairs):
         count = gold_sentence_count(pair) if told else None
         report = describer.describe(pair.before, pair.after, num_sentences=count)  # type: ignore[arg-type]
         result, sentences = report.analysis, report.sentences
         predictions[pair.id] = [s.text for s in sentences] or [""]
+        if apart:
+            one = captioner.describe(result, DescribeOptions(max_sentences=1))
+            single[pair.id] = [s.text for s in one[:1]] or [""]
         boxes = {c.id: c.bbox for c in result.clusters}
         aligned[pair.id] = [
             (None, tuple(v * result.scale for v in boxes[s.cluster_ids[0]]))  # type: ignore[misc]
@@ -557,8 +589,15 @@ def evaluate_model(
     subset = Dataset(
         data.root, data.format, data.split, tuple(pairs), data.source, data.n_annotations
     )
-    scored = score_dataset(subset, predictions, protocols, metrics, tokenizer, breakdown)
+    scored = score_dataset(
+        subset, predictions, protocols, metrics, tokenizer, breakdown, single_predictions=single
+    )
     scored.model = model
+    if apart:
+        scored.notes.append(
+            f"single-sentence protocol: '{model}' decoded one sentence per pair on its own "
+            f"({SINGLE_PREDICTIONS}); the multi-sentence protocol scores predictions.json"
+        )
     if gold_count:
         scored.notes.append(
             "--gold-count: each pair's gold number of sentences was given to the model"

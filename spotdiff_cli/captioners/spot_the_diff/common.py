@@ -267,6 +267,9 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
     legacy_selection: ClassVar[str] = ""
     # Whether ``num_sentences`` (eval --gold-count, the paper's multi-sentence protocol) is used.
     takes_sentence_count: ClassVar[bool] = False
+    # Whether a one-sentence description may differ from the first sentence of a longer one
+    # (evaluation then decodes the single-sentence protocol's sentence on its own).
+    single_sentence_differs: bool = False
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
         nn.Module.__init__(self)

@@ -17,10 +17,11 @@ clusters (eq. 1)::
 
 Decoding goes beyond the paper where §5 names its limits:
 
-- single sentence (§3.3): argmax of the prior, then greedy. ddla-uniform has no prior to take the
-  argmax of; §4 samples z "randomly from the uniform distribution": ``selection: paper`` (the
-  default; seeded per pair, so outputs are reproducible), or ``selection: largest``, the largest
-  box first (the rule this project used before the option, and what older checkpoints keep).
+- single sentence (§3.3; ``max_sentences == 1``): argmax of the prior, then greedy. ddla-uniform
+  has no prior to take the argmax of; §4 samples z "randomly from the uniform distribution":
+  ``selection: paper`` (the default; seeded per pair, so outputs are reproducible), or
+  ``selection: largest``, the largest box (the rule this project used before the option, and
+  what older checkpoints keep).
 - multi-sentence: the paper takes the gold number of sentences T and the top-T clusters by prior.
   Here T is the gold count when the caller passes ``num_sentences``, else predicted by a small
   *count head* (pooled features + prior statistics -> 1..``max_count``), trained jointly with a
@@ -263,7 +264,7 @@ class DDLACaptioner(GradientCaptioner):
                 counts = self._sentence_counts(
                     pooled, clusters, log_prior, max_sentences, num_sentences
                 )
-                return self._select(batch, clusters, log_prior, counts)
+                return self._select(batch, clusters, log_prior, counts, max_sentences == 1)
         finally:
             self.train(was_training)
 
@@ -288,21 +289,22 @@ class DDLACaptioner(GradientCaptioner):
         return [min(max_sentences, int(t)) for t in predicted]
 
     def _order(
-        self, batch: Batch, clusters: ClusterView, log_prior: Tensor, b: int, want: int
+        self, batch: Batch, clusters: ClusterView, log_prior: Tensor, b: int, single: bool
     ) -> list[int]:
-        """Pair ``b``'s valid clusters in the order they are offered for ``want`` sentences.
+        """Pair ``b``'s valid clusters in the order they are offered for description.
 
         ddla: by the learned prior. ddla-uniform, whose prior is flat, by its ``selection``:
         ``paper`` (§4: "for single sentence generation, we sample z_j randomly from the uniform
-        distribution"; for several sentences, "order the clusters as per the decreasing area of
-        the bounding box"): a seeded random cluster for one sentence, largest box first for more;
+        distribution"; "for the multi-sentence generation setting ... order the clusters as per
+        the decreasing area of the bounding box"): a seeded random cluster when ``single``
+        (generation asked for one sentence at most), else largest box first, whatever the count;
         ``largest``: largest box first always (the rule of checkpoints made before the option).
         """
         valid = [k for k in range(clusters.valid.shape[1]) if bool(clusters.valid[b, k])]
         if not self.uniform_prior:
             rank = torch.argsort(log_prior[b], descending=True, stable=True).tolist()
             return [k for k in rank if k in valid]
-        if self.selection == "paper" and want == 1:
+        if self.selection == "paper" and single:
             self.selection_rng(batch, b).shuffle(valid)
             return valid
         # g(z)[2] is the box area feature, monotone in the area.
@@ -310,13 +312,18 @@ class DDLACaptioner(GradientCaptioner):
         return sorted(valid, key=lambda k: -float(area[k]))
 
     def _select(
-        self, batch: Batch, clusters: ClusterView, log_prior: Tensor, counts: list[int]
+        self,
+        batch: Batch,
+        clusters: ClusterView,
+        log_prior: Tensor,
+        counts: list[int],
+        single: bool = False,
     ) -> list[list[int]]:
         threshold = float(self.config["nms_iou"])
         chosen_all = []
         for b, want in enumerate(counts):
             chosen: list[int] = []
-            for k in self._order(batch, clusters, log_prior, b, want):
+            for k in self._order(batch, clusters, log_prior, b, single):
                 if len(chosen) >= want:
                     break
                 overlaps = (
@@ -342,7 +349,7 @@ class DDLACaptioner(GradientCaptioner):
         feats, pooled = self.encoder(batch["before"], batch["after"])
         log_prior = self.log_prior(clusters)
         counts = self._sentence_counts(pooled, clusters, log_prior, max_sentences, num_sentences)
-        chosen = self._select(batch, clusters, log_prior, counts)
+        chosen = self._select(batch, clusters, log_prior, counts, max_sentences == 1)
         rows = [(b, k) for b, ks in enumerate(chosen) for k in ks]
         device = feats.device
         pair = torch.tensor([r[0] for r in rows], dtype=torch.long, device=device)
@@ -370,3 +377,9 @@ class UniformDDLACaptioner(DDLACaptioner):
     uniform_prior: ClassVar[bool] = True
     selections: ClassVar[tuple[str, ...]] = ("paper", "largest")
     legacy_selection: ClassVar[str] = "largest"
+
+    @property
+    def single_sentence_differs(self) -> bool:
+        """Under the paper's rule, the one-sentence description is not the first sentence of the
+        multi-sentence one (a random cluster vs the largest): evaluation decodes it apart."""
+        return self.selection == "paper"
