@@ -10,6 +10,7 @@ this when they register their names.
 from __future__ import annotations
 
 import difflib
+import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -146,3 +147,33 @@ def unknown_name(family: str, name: str, names: list[str]) -> ModelError:
         + (f"; did you mean '{close[0]}'?" if close else "")
         + f" (available: {', '.join(names)})"
     )
+
+
+def lazy_classes(
+    package: str, models: dict[str, tuple[str, str, str]], others: dict[str, str] | None = None
+) -> tuple[Callable[[str], type], Callable[[str], Any]]:
+    """A family package's ``model_class(name)`` and module ``__getattr__``, importing a model's
+    module (and so torch) only when its class is first asked for.
+
+    models: {name: (module, class name, description)} as the family's ``MODELS``.
+    others: further class names the package offers lazily, {class name: module}.
+    ``__getattr__`` also gives ``MODEL_CLASSES`` ({name: class})."""
+
+    def model_class(name: str) -> type:
+        """The class of model ``name`` (imports its module, and so torch)."""
+        module, cls_name, _ = models[name]
+        return getattr(importlib.import_module(f"{package}.{module}"), cls_name)
+
+    def module_getattr(attr: str) -> Any:
+        if attr == "MODEL_CLASSES":
+            return {name: model_class(name) for name in models}
+        if others and attr in others:
+            return getattr(importlib.import_module(f"{package}.{others[attr]}"), attr)
+        for name, (_, cls_name, _) in models.items():
+            if attr == cls_name:
+                return model_class(name)
+        raise AttributeError(f"module {package!r} has no attribute {attr!r}")
+
+    # They belong to the family's package (the registry names a factory's family by module).
+    model_class.__module__ = module_getattr.__module__ = package
+    return model_class, module_getattr

@@ -16,13 +16,9 @@ with a close match.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from ..configured import register_family, unknown_name
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .model import DUDACaptioner
+from ..configured import lazy_classes, register_family, unknown_name
 
 # name -> (module, class, what `spotdiff models` says).
 MODELS: dict[str, tuple[str, str, str]] = {
@@ -59,20 +55,7 @@ _TINY: dict[str, Any] = {
 }
 
 
-def model_class(name: str) -> type[DUDACaptioner]:
-    """The class of model ``name`` (imports its module, and so torch)."""
-    module, cls_name, _ = MODELS[name]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls_name)
-
-
-def __getattr__(attr: str) -> Any:
-    """``MODEL_CLASSES`` ({name: class}) and the model classes by class name, imported on first use."""
-    if attr == "MODEL_CLASSES":
-        return {name: model_class(name) for name in MODELS}
-    for name, (_, cls_name, _) in MODELS.items():
-        if attr == cls_name:
-            return model_class(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+model_class, __getattr__ = lazy_classes(__name__, MODELS)
 
 
 def default_config(

@@ -20,10 +20,9 @@ Other keyword overrides replace config values (``hidden_size=256``); unknown key
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
-from ..configured import check_settings, register_family, unknown_name
+from ..configured import check_settings, lazy_classes, register_family, unknown_name
 
 if TYPE_CHECKING:  # pragma: no cover
     from .common import SpotTheDiffCaptioner
@@ -70,24 +69,7 @@ MODELS: dict[str, tuple[str, str, str]] = {
 }
 
 
-def model_class(name: str) -> type[SpotTheDiffCaptioner]:
-    """The class of model ``name`` (imports its module, and so torch)."""
-    module, cls_name, _ = MODELS[name]
-    return getattr(importlib.import_module(f"{__name__}.{module}"), cls_name)
-
-
-def __getattr__(attr: str) -> Any:
-    """``MODEL_CLASSES`` ({name: class}) and the model classes by class name, imported on first use."""
-    if attr == "MODEL_CLASSES":
-        return {name: model_class(name) for name in MODELS}
-    if attr == "SpotTheDiffCaptioner":
-        from .common import SpotTheDiffCaptioner
-
-        return SpotTheDiffCaptioner
-    for name, (_, cls_name, _) in MODELS.items():
-        if attr == cls_name:
-            return model_class(name)
-    raise AttributeError(f"module {__name__!r} has no attribute {attr!r}")
+model_class, __getattr__ = lazy_classes(__name__, MODELS, {"SpotTheDiffCaptioner": "common"})
 
 
 # The paper gives no sizes beyond the 14x14 ResNet grid and Adam with batches of 8 (§3.2, §4); these
