@@ -44,6 +44,8 @@
 #   7. tables    $WORK/tables.md (the numbers of docs/results.md)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# shellcheck source=scripts/parallel.sh
+source scripts/parallel.sh
 
 SPOTDIFF=${SPOTDIFF:-.venv/bin/spotdiff}
 PY=${PY:-.venv/bin/python}
@@ -123,15 +125,6 @@ train_one() {  # RUN: one run in $WORK/runs/RUN, wall time in $WORK/runs/RUN.sec
   [ -f "$dir/best.pt" ] || { echo "training $run produced no best.pt: see $WORK/logs/train-$run.log" >&2; exit 1; }
 }
 
-in_parallel() {  # FUNCTION RUN...: JOBS at a time
-  local f=$1; shift
-  local pids=()
-  for run in "$@"; do
-    "$f" "$run" & pids+=($!)
-    if [ "${#pids[@]}" -ge "$JOBS" ]; then wait "${pids[@]}"; pids=(); fi
-  done
-  [ "${#pids[@]}" -eq 0 ] || wait "${pids[@]}"
-}
 
 fitted=() trained=() derived=()
 for run in $RUNS; do
