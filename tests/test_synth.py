@@ -13,7 +13,7 @@ import pytest
 
 from spotdiff_cli.data import load_dataset
 from spotdiff_cli.data.synth import SynthConfig, generate_pair, synthesize
-from spotdiff_cli.errors import OutputError
+from spotdiff_cli.errors import OutputError, UsageError
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,8 @@ def test_colour_change_sentence_names_both_colours() -> None:
     pytest.fail("no colour change in 200 pairs")
 
 
-def test_real_backgrounds_and_sprites(tmp_path: Path) -> None:
+def _tiny_media(tmp_path: Path) -> tuple[Path, Path]:
+    """A grey 160x120 camera ``cam`` and one red person cut-out: (backgrounds, sprites) folders."""
     bg = tmp_path / "bg"
     bg.mkdir()
     cv2.imwrite(str(bg / "cam.png"), np.full((120, 160, 3), 90, np.uint8))
@@ -121,10 +122,37 @@ def test_real_backgrounds_and_sprites(tmp_path: Path) -> None:
     rgba[:, :, 2] = 200  # red (BGR)
     rgba[4:36, 3:13, 3] = 255
     cv2.imwrite(str(sprites / "person_0.png"), rgba)
+    return bg, sprites
+
+
+def test_real_backgrounds_and_sprites(tmp_path: Path) -> None:
+    bg, sprites = _tiny_media(tmp_path)
     summary = synthesize(tmp_path / "out", pairs=8, seed=1, backgrounds=bg, sprites=sprites)
     assert summary.pairs == 8
     gold = json.loads((tmp_path / "out" / "annotations" / "train_gold.json").read_text())
     assert {g["ground"] for g in gold} == {"real"}
+
+
+def test_real_share_mixes_composites_into_the_procedural_benchmark(tmp_path: Path) -> None:
+    from spotdiff_cli.data.synth import load_backgrounds, load_sprites
+
+    bg, sprites = _tiny_media(tmp_path)
+    config = SynthConfig(
+        pairs=40, seed=3, backgrounds=str(bg), sprites=str(sprites), real_share=0.5
+    )
+    backgrounds, cut = load_backgrounds(bg), load_sprites(sprites)
+    pure = SynthConfig(pairs=40, seed=3)
+    grounds = []
+    for index in range(40):
+        pair = generate_pair(index, config, backgrounds, cut, ["cam"])
+        grounds.append(pair.gold["ground"])
+        if pair.gold["ground"] != "real":
+            # A procedural pair of a mixed set is the pure benchmark's pair of that index.
+            same = generate_pair(index, pure)
+            assert np.array_equal(pair.before, same.before) and pair.annotations == same.annotations
+    assert 10 <= grounds.count("real") <= 30, grounds
+    with pytest.raises(UsageError):
+        SynthConfig(real_share=1.5).validate()
 
 
 def _excerpt(tmp_path: Path) -> Path:
@@ -168,6 +196,14 @@ def test_cut_sprites_from_a_real_clip_and_composite_them(tmp_path: Path) -> None
     assert meta["camera"] == "room" and meta["sprites"]["person_0000.png"]["bbox"][3] == h
     assert load_sprites(tmp_path / "cut")[0].camera == "room"
 
+    # A frame range keeps the rest of the clip unseen: up to frame 6 there is only the empty room.
+    _, early = cut_sprites(clip, tmp_path / "early", kind="person", every=1, stop=6)
+    assert early == 0
+    _, late = cut_sprites(clip, tmp_path / "late", kind="person", every=1, start=4)
+    meta = json.loads((tmp_path / "late" / "sprites.json").read_text())
+    assert late == count and meta["frames"] == [4, None]
+    assert all(r["frame"] >= 6 for r in meta["sprites"].values())
+
     # Composites: the sprite goes into its own scene at its real scale, feet on the floor.
     synthesize(
         tmp_path / "bench",
@@ -185,3 +221,20 @@ def test_cut_sprites_from_a_real_clip_and_composite_them(tmp_path: Path) -> None
     for _x, y, _bw, bh in boxes:
         assert bh > 0.4 * 224  # a person in that room is most of the frame tall, not a 20 px figure
         assert y + bh > 0.6 * 224  # standing on the floor, not on the wall
+
+
+def test_empty_frame_is_the_state_that_recurs_not_the_longest_still_one() -> None:
+    from spotdiff_cli.data.synth import find_empty_frame
+
+    rng = np.random.default_rng(0)
+    room = np.full((72, 128, 3), 200, np.uint8)
+    standing = room.copy()
+    standing[10:60, 50:70] = 30  # someone standing still, for longer than any empty stretch
+
+    def shot(image: np.ndarray) -> np.ndarray:
+        return np.clip(image + rng.normal(0, 1.0, image.shape), 0, 255).astype(np.uint8)
+
+    states = [room] * 4 + [standing] * 12 + [room] * 4 + [standing[::-1]] * 3 + [room] * 3
+    best, same = find_empty_frame([shot(s) for s in states])
+    assert states[best] is room
+    assert len(same) == 11

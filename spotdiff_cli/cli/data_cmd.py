@@ -39,6 +39,11 @@ def synth(
         "--sprites",
         help="Folder of object cut-outs (RGBA PNG; person/car/truck/van in the name).",
     ),
+    real_share: float = typer.Option(
+        1.0,
+        "--real-share",
+        help="With --backgrounds: share of pairs set in a real scene; the rest are procedural.",
+    ),
     overwrite: bool = typer.Option(False, "--overwrite", help="Write into a non-empty folder."),
 ) -> None:
     """Generate the synthetic change benchmark (images, captions, gold alignments)."""
@@ -58,6 +63,7 @@ def synth(
             distractor_rate=distractors,
             annotators=annotators,
             max_changes=max_changes,
+            real_share=real_share,
         )
     splits = ", ".join(f"{k} {v}" for k, v in summary.splits.items())
     render.print_line(
@@ -257,6 +263,12 @@ def sprites(
     threshold: float = typer.Option(
         40.0, "--threshold", help="RGB distance to the empty frame that counts as object."
     ),
+    start: int = typer.Option(0, "--start", help="First frame number to use."),
+    stop: Optional[int] = typer.Option(
+        None,
+        "--stop",
+        help="Frame number to stop before (keeps the rest unseen). \\[default: the end]",
+    ),
 ) -> None:
     """Cut object sprites and an empty background out of a fixed-camera clip (for synth --sprites/--backgrounds)."""
     from ..api import cut_sprites
@@ -270,5 +282,7 @@ def sprites(
         max_sprites=max_sprites,
         threshold=threshold,
         backgrounds_out=backgrounds_out,
+        start=start,
+        stop=stop,
     )
     render.print_line(f"wrote {count} {kind} sprite(s) and {background}")

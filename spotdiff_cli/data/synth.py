@@ -92,6 +92,9 @@ class SynthConfig:
     max_objects: int = 6
     backgrounds: str | None = None
     sprites: str | None = None
+    # With backgrounds: the share of pairs set in a real scene; the others are the procedural
+    # pairs of the same index (no sprites), so one run mixes real composites into the benchmark.
+    real_share: float = 1.0
 
     def validate(self) -> SynthConfig:
         checks = [
@@ -102,6 +105,7 @@ class SynthConfig:
                 "split shares must be in [0, 1] and sum to at most 1",
             ),
             (0 <= self.distractor_rate <= 1, "--distractors must be in [0, 1]"),
+            (0 <= self.real_share <= 1, "--real-share must be in [0, 1]"),
             (1 <= self.max_changes <= 4, "--max-changes must be between 1 and 4"),
             (self.annotators >= 1, "--annotators must be at least 1"),
             (
@@ -286,15 +290,25 @@ def find_empty_frame(frames: list[np.ndarray]) -> tuple[int, list[int]]:
     The per-pixel median is *not* empty when someone stands still for half the clip (the indoor
     Intel clip leaves a ghost at the table). What holds instead: people come and go, so the empty
     room recurs in several stretches, while each occupied state is seen in one stretch only. The
-    empty frame is the one with the most near-identical frames (mean grey difference of small
-    thumbnails within a tolerance set from the clip's own frame-to-frame noise)."""
+    empty frame is the one whose near-identical frames (mean grey difference of small thumbnails
+    within a tolerance set from the clip's own frame-to-frame noise) fall in the most separate
+    stretches of time, then the one with the most of them. Counting frames alone is not enough:
+    in the first 900 frames of that clip a man stands still longer than any one empty stretch."""
     thumbs = np.stack([_thumbnail(f) for f in frames])
     dist = np.abs(thumbs[:, None] - thumbs[None]).mean(axis=(2, 3))
     np.fill_diagonal(dist, np.inf)
     tolerance = max(2.0, 3.0 * float(np.median(dist.min(axis=1))))
-    neighbours = (dist < tolerance).sum(axis=1)
-    best = int(np.argmax(neighbours))
-    return best, [best, *np.flatnonzero(dist[best] < tolerance).tolist()]
+    near = dist < tolerance
+    neighbours = near.sum(axis=1)
+    # A gap of more than 3 samples starts a new stretch (a noisy frame or two does not).
+    stretches = np.array(
+        [
+            1 + int((np.diff(np.flatnonzero(row | (np.arange(len(row)) == i))) > 3).sum())
+            for i, row in enumerate(near)
+        ]
+    )
+    best = int(np.lexsort((neighbours, stretches))[-1])
+    return best, [best, *np.flatnonzero(near[best]).tolist()]
 
 
 def _register(frame: np.ndarray, background: np.ndarray, max_shift: float) -> np.ndarray:
@@ -344,6 +358,8 @@ def cut_sprites(
     min_area: int = 150,
     threshold: float = 40.0,
     backgrounds_out: str | Path | None = None,
+    start: int = 0,
+    stop: int | None = None,
 ) -> tuple[Path, int]:
     """Cut moving objects out of a fixed-camera clip.
 
@@ -357,7 +373,12 @@ def cut_sprites(
     RGBA sprite ``<kind>_<n>.png``. ``OUT/sprites.json`` records the camera, frame size and each
     sprite's box, so ``synthesize`` can paste sprites at their real scale into their own scene.
     ``min_area`` is in pixels of a 768 px wide frame and scales with the clip's resolution.
+    ``start``/``stop`` (frame numbers, ``stop`` excluded, None = the end) restrict every step,
+    the empty frame included, to part of the clip, so the rest stays unseen: the shipped weights
+    are checked on real frame pairs cut from those held-out times (tests/test_real_frames.py).
     Returns (the background path, number of sprites)."""
+    if start < 0 or (stop is not None and stop <= start):
+        raise UsageError(f"frame range {start}-{stop} is empty: start must be >= 0 and below stop")
     cap = cv2.VideoCapture(str(video))
     if not cap.isOpened():
         raise InputError(f"{video}: cannot open the video")
@@ -365,9 +386,9 @@ def cut_sprites(
     index = 0
     while True:
         ok, frame = cap.read()
-        if not ok:
+        if not ok or (stop is not None and index >= stop):
             break
-        if index % every == 0:
+        if index >= start and (index - start) % every == 0:
             frames.append(frame)
         index += 1
     cap.release()
@@ -434,7 +455,11 @@ def cut_sprites(
             )
             name = f"{kind}_{count:04d}.png"
             cv2.imwrite(str(out / name), rgba)
-            records[name] = {"kind": kind, "bbox": list(box), "frame": frame_index * every}
+            records[name] = {
+                "kind": kind,
+                "bbox": list(box),
+                "frame": start + frame_index * every,
+            }
             count += 1
             if count >= max_sprites:
                 break
@@ -447,7 +472,8 @@ def cut_sprites(
                 "camera": camera,
                 "source": str(video),
                 "frame_size": [width, height],
-                "empty_frame": empty * every,
+                "empty_frame": start + empty * every,
+                "frames": [start, stop],
                 "background": str(bg_path),
                 "sprites": records,
             },
@@ -891,6 +917,16 @@ def describe_change(
 # one pair
 
 
+def _real_scene(index: int, config: SynthConfig) -> bool:
+    """Whether pair ``index`` is set in a real background (``config.real_share`` of them).
+
+    The coin has its own generator, so the pair's own random stream is the same either way: a
+    mixed set's procedural pairs are the pure benchmark's pairs of the same seed and index."""
+    if config.real_share >= 1:
+        return True
+    return bool(np.random.default_rng([config.seed, index, 1]).random() < config.real_share)
+
+
 def generate_pair(
     index: int,
     config: SynthConfig,
@@ -901,6 +937,9 @@ def generate_pair(
     """Draw pair ``index`` of the benchmark ``config`` (deterministic in (seed, index))."""
     rng = np.random.default_rng([config.seed, index])
     size = config.size
+    if backgrounds and not _real_scene(index, config):
+        # A procedural pair of a mixed set: exactly the pair this index has without backgrounds.
+        backgrounds, sprites = None, None
     sprites = sprites or []
     if backgrounds:
         ground_name = "real"
