@@ -217,25 +217,49 @@ class DynamicSpeaker(nn.Module):
         log_probs, state, _ = self.step(tokens[:, -1], state)
         return log_probs, state
 
-    def score(self, tokens: Tensor, state: SpeakerState) -> tuple[Tensor, Tensor, Tensor]:
-        """Teacher forcing. tokens: (N, T) ``<bos> ... <eos> <pad>...`` -> (log p of each target
-        token (N, T-1), 0 at padding; target mask (N, T-1) bool; weights α (N, T-1, 3))."""
-        targets = tokens[:, 1:]
-        target_mask = targets != PAD
+    def distributions(self, tokens: Tensor, state: SpeakerState) -> tuple[Tensor, Tensor]:
+        """Teacher forcing, every step's whole distribution. tokens: (N, T) ``<bos> ... <eos>
+        <pad>...`` -> (log p over the vocabulary at each step (N, T-1, V), weights α (N, T-1, 3)).
+        Step t reads token t and predicts token t + 1 (DUDA+AUX eq. 3's P is its exp)."""
         logp, weights = [], []
-        for t in range(targets.shape[1]):
+        for t in range(tokens.shape[1] - 1):
             log_probs, state, alpha = self.step(tokens[:, t], state)
-            logp.append(log_probs.gather(1, targets[:, t : t + 1]).squeeze(1))
+            logp.append(log_probs)
             weights.append(alpha)
         if not logp:
             n = tokens.shape[0]
             return (
-                tokens.new_zeros((n, 0), dtype=torch.float),
-                target_mask,
+                tokens.new_zeros((n, 0, self.out.out_features), dtype=torch.float),
                 tokens.new_zeros((n, 0, 3), dtype=torch.float),
             )
-        token_logp = torch.stack(logp, dim=1)
-        return token_logp * target_mask, target_mask, torch.stack(weights, dim=1)
+        return torch.stack(logp, dim=1), torch.stack(weights, dim=1)
+
+    def score(self, tokens: Tensor, state: SpeakerState) -> tuple[Tensor, Tensor, Tensor]:
+        """Teacher forcing. tokens: (N, T) ``<bos> ... <eos> <pad>...`` -> (log p of each target
+        token (N, T-1), 0 at padding; target mask (N, T-1) bool; weights α (N, T-1, 3))."""
+        log_probs, weights = self.distributions(tokens, state)
+        targets = tokens[:, 1:]
+        target_mask = targets != PAD
+        token_logp = log_probs.gather(2, targets[..., None]).squeeze(2)
+        return token_logp * target_mask, target_mask, weights
+
+
+class CaptionTerms(NamedTuple):
+    """The parts of DUDA's loss for N gold sentences (:meth:`DUDACaptioner.caption_terms`).
+
+    log_probs: (N, T-1, V) each step's distribution; target_mask: (N, T-1) real target tokens;
+    nll: summed NLL of the targets; n_tokens: their count; caption: nll / n_tokens;
+    attention_l1: Σ over cells of both maps, mean over the maps and the attended rows;
+    entropy: H(α) per word summed over a sentence, mean over the sentences.
+    """
+
+    log_probs: Tensor
+    target_mask: Tensor
+    nll: Tensor
+    n_tokens: int
+    caption: Tensor
+    attention_l1: Tensor
+    entropy: Tensor
 
 
 class DUDACaptioner(GradientCaptioner):
@@ -277,45 +301,72 @@ class DUDACaptioner(GradientCaptioner):
             float(c["dropout"]),
         )
 
-    def attend(self, batch: Batch) -> Attended:
-        """The dual attention of the batch's pairs (a prepared batch: tensors on this device)."""
+    def grids(self, batch: Batch) -> tuple[Tensor, Tensor]:
+        """(before, after) (B, D, h, w) of a prepared batch as the model reads them: float, with
+        the coordinate channels when the config asks for them."""
         before, after = batch["before"].float(), batch["after"].float()
         if self.config["coordinates"]:
             before, after = with_coordinates(before), with_coordinates(after)
-        return self.attention(before, after)
+        return before, after
+
+    def attend(self, batch: Batch) -> Attended:
+        """The dual attention of the batch's pairs (a prepared batch: tensors on this device)."""
+        return self.attention(*self.grids(batch))
 
     def _targets(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """(pair index (N,), tokens (N, T)) of every gold sentence in the batch."""
         pair, sent = torch.nonzero(batch["sentence_valid"], as_tuple=True)
         return pair, batch["tokens"][pair, sent]
 
-    def loss(self, batch: Batch) -> dict[str, Any]:
-        """Caption NLL per target token + attention_l1 × L1 − entropy_weight × H (module
-        docstring); ``nll`` is the caption NLL alone (perplexity)."""
-        batch = self._prepare(batch)
-        attended = self.attend(batch)
-        rows, tokens = self._targets(batch)
+    def caption_terms(self, attended: Attended, rows: Tensor, tokens: Tensor) -> CaptionTerms:
+        """DUDA's loss parts (:class:`CaptionTerms`) for gold sentences ``tokens`` (N, T), sentence
+        i spoken about row ``rows[i]`` of ``attended``."""
         state = self.speaker.start(attended.l_bef[rows], attended.l_aft[rows])
-        token_logp, target_mask, weights = self.speaker.score(tokens, state)
+        log_probs, weights = self.speaker.distributions(tokens, state)
+        targets = tokens[:, 1:]
+        target_mask = targets != PAD
+        token_logp = log_probs.gather(2, targets[..., None]).squeeze(2) * target_mask
         nll = -token_logp.sum()
         n_tokens = int(target_mask.sum())
-        caption = nll / max(1, n_tokens)
         # L1 of the maps: Σ over cells, mean over the two maps and the pairs (released train.py).
         l1 = (attended.att_bef.flatten(1).sum(1) + attended.att_aft.flatten(1).sum(1)).mean() / 2
         # Entropy of α per word (padding excluded), summed over a sentence, mean over sentences.
         entropy = -(weights * torch.log(weights.clamp_min(1e-12))).sum(-1)
         entropy = (entropy * target_mask).sum() / max(1, tokens.shape[0])
+        return CaptionTerms(
+            log_probs, target_mask, nll, n_tokens, nll / max(1, n_tokens), l1, entropy
+        )
+
+    def loss(self, batch: Batch) -> dict[str, Any]:
+        """Caption NLL per target token + attention_l1 × L1 − entropy_weight × H (module
+        docstring); ``nll`` is the caption NLL alone (perplexity)."""
+        batch = self._prepare(batch)
+        rows, tokens = self._targets(batch)
+        return self.loss_output(self.caption_terms(self.attend(batch), rows, tokens))
+
+    def loss_output(
+        self, terms: CaptionTerms, caption_weight: float = 1.0, **others: tuple[float, Tensor]
+    ) -> dict[str, Any]:
+        """``loss``'s dict from :class:`CaptionTerms`: ``loss`` = caption_weight × caption +
+        Σ weight × other (``others``: name -> (weight, scalar loss), duda-aux's ``aux``) +
+        attention_l1 × L1 − entropy_weight × H; every part named in ``losses``."""
         loss = (
-            caption
-            + float(self.config["attention_l1"]) * l1
-            - float(self.config["entropy_weight"]) * entropy
+            caption_weight * terms.caption
+            + sum(weight * value for weight, value in others.values())
+            + float(self.config["attention_l1"]) * terms.attention_l1
+            - float(self.config["entropy_weight"]) * terms.entropy
         )
         return {
             "loss": loss,
-            "nll": nll.detach(),
-            "n_tokens": n_tokens,
+            "nll": terms.nll.detach(),
+            "n_tokens": terms.n_tokens,
             # The named objectives a recipe's `objectives` may weight (train/recipes.py).
-            "losses": {"caption": caption, "attention_l1": l1, "negative_entropy": -entropy},
+            "losses": {
+                "caption": terms.caption,
+                **{name: value for name, (_, value) in others.items()},
+                "attention_l1": terms.attention_l1,
+                "negative_entropy": -terms.entropy,
+            },
         }
 
     def speaker_weights(self, batch: Batch) -> tuple[Tensor, Tensor]:
