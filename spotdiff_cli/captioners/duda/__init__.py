@@ -1,8 +1,9 @@
 """The robust-change-captioning family: ``duda`` (Dual Dynamic Attention, Park et al., ICCV 2019;
-the primary network of ``papers/duda-aux-composed-retrieval-2021.txt``), named in :data:`MODELS`.
+the primary network of ``papers/duda-aux-composed-retrieval-2021.txt``) and ``duda-aux`` (DUDA
+trained with that paper's composed-query retrieval auxiliary task), named in :data:`MODELS`.
 
 This package registers the family's names and holds their configs; it imports no torch. The
-model lives in ``model.py`` (imported when one is built). Built like the Spot-the-diff family
+models live in ``model.py`` and ``aux.py`` (imported when one is built). Built like the Spot-the-diff family
 (``spot_the_diff/__init__.py``): ``cls(config, vocab)`` with ``config`` from
 :func:`default_config`, plain types only, so it goes into a checkpoint as is::
 
@@ -28,6 +29,13 @@ MODELS: dict[str, tuple[str, str, str]] = {
         "dual attention over before/after conditioned on their difference, and a dynamic speaker "
         "choosing among before, difference and after per word (Robust Change Captioning)",
     ),
+    "duda-aux": (
+        "aux",
+        "DUDAAuxCaptioner",
+        "duda trained with an auxiliary composed-query retrieval task: TIRG retrieves the after "
+        "image from the before image and the speaker's soft word embeddings, easy then hard "
+        "candidates, (1-γ)L_pri + γL_aux (DUDA+AUX, CVPR 2021)",
+    ),
 }
 
 # The released code's sizes (configs/config.py, dynamic.yaml; model.py's docstring says what
@@ -44,6 +52,16 @@ _DEFAULTS: dict[str, Any] = {
     "entropy_weight": 0.0,  # − weight × entropy of the speaker's α (released flag, default 0)
     "repetition_guard": 3,  # decoding: no word twice in a row, no 3-gram twice
 }
+# duda-aux's auxiliary network and loss (aux.py's docstring says why each value).
+_AUX_DEFAULTS: dict[str, Any] = {
+    "gamma": 0.3,  # γ of eq. 14 (not given in the paper)
+    "aux_embed_size": 512,  # d_e of W_emb (TIRG's 512)
+    "aux_size": 512,  # d_r, the joint space and the text LSTM (TIRG's 512)
+    "aux_dropout": 0.1,  # before the text feature's linear layer (TIRG's)
+    "aux_scale": 4.0,  # initial scale of TIRG's normalisation (learned)
+    "candidates": "easy",  # eq. 13's set when no recipe stage says (stages: easy, then hard)
+    "alternate": True,  # §4.2: alternate Primary->Auxiliary / Auxiliary->Primary per batch
+}
 # Tiny variant for tests: a step on CPU in milliseconds.
 _TINY: dict[str, Any] = {
     "attention_size": 16,
@@ -52,6 +70,10 @@ _TINY: dict[str, Any] = {
     "fusion_size": 16,
     "hidden_size": 32,
     "dropout": 0.1,
+    "aux_embed_size": 16,
+    "aux_size": 16,
+    # Logits span ±scale² (TIRG's 4 gives ±16): one Adam step of 1e-2 on 16-wide layers overshoots.
+    "aux_scale": 2.0,
 }
 
 
@@ -73,8 +95,10 @@ def default_config(
         "input_size": 0,  # square side images are resized to for the backbone; 0 = its own
         **_DEFAULTS,
     }
+    if name == "duda-aux":
+        config.update(_AUX_DEFAULTS)
     if tiny:
-        config.update(_TINY)
+        config.update({k: v for k, v in _TINY.items() if k in config})
     return config
 
 
