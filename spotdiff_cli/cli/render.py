@@ -202,8 +202,9 @@ def print_table(table: Any) -> None:
 
 def print_evaluation(evaluation: Any, protocols: tuple[str, ...], paths: dict[str, Any]) -> None:
     """The tables of ``evaluate.tables`` (Table-2 and Table-5 forms per protocol, change
-    detection, attribute accuracy, the comparison), then perplexity, alignment precision, what
-    was not computed and why, notes, and where the files went."""
+    detection, attribute accuracy, the comparison), then perplexity, alignment precision,
+    retrieval R@1 (models with a retrieval head), what was not computed and why, notes, and
+    where the files went."""
     from ..evaluate.tables import tables
 
     models = evaluation.models()
@@ -224,6 +225,11 @@ def print_evaluation(evaluation: Any, protocols: tuple[str, ...], paths: dict[st
                 f"{r.alignment_precision:.3f} ({r.alignment_count} alignments)" for r in aligned
             )
         )
+    from ..evaluate.output import retrieval_line
+
+    for run in runs:
+        if run.retrieval:
+            console.print(escape(retrieval_line(run.retrieval)), soft_wrap=True)
     skipped = {k: v for r in runs for p in r.results for k, v in p.skipped.items()}
     for metric, why in skipped.items():
         console.print(f"[dim]not computed: {escape(metric)}: {escape(why)}[/]")

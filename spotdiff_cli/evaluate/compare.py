@@ -128,9 +128,12 @@ def measure(result: EvalResult, key: str) -> float | None:
     ``<protocol>/<group>/<metric>`` (metric may be "LenRatio" or "pairs"),
     ``detection/<accuracy|precision|recall|specificity>``,
     ``detection/recall/<change type>``, ``detection/specificity/<distractor kind>``,
-    ``attributes/<type|object|colour|place>/<all|change type>``.
+    ``attributes/<type|object|colour|place>/<all|change type>``,
+    ``retrieval/<reference|generated> R@1[ hard]`` (models with a retrieval head).
     """
     parts = key.split("/")
+    if parts[0] == "retrieval":
+        return result.retrieval.get(parts[1])
     if parts[0] == "detection":
         d = result.detection
         if d is None:
@@ -167,6 +170,7 @@ def summarise(runs: list[EvalResult]) -> dict[str, Spread]:
             keys += [f"detection/recall/{t}" for t in d.recall_by_type]
             keys += [f"detection/specificity/{k}" for k in d.specificity_by_distractor]
         keys += [f"attributes/{a}/{g}" for a, groups in result.attributes.items() for g in groups]
+        keys += [f"retrieval/{k}" for k in result.retrieval if "R@1" in k]
     out = {}
     for key in dict.fromkeys(keys):
         value = spread([measure(r, key) for r in runs])

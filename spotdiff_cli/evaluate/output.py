@@ -51,12 +51,25 @@ def _footer(result: EvalResult) -> list[str]:
             f"Alignment precision: {result.alignment_precision:.3f} over "
             f"{result.alignment_count} alignments"
         )
+    if result.retrieval:
+        lines.append(retrieval_line(result.retrieval))
     skipped = {k: v for r in result.results for k, v in r.skipped.items()}
     if skipped:
         lines += ["", "Not computed:"] + [f"- {k}: {v}" for k, v in skipped.items()]
     if result.notes:
         lines += ["", "Notes:"] + [f"- {n}" for n in result.notes]
     return lines
+
+
+def retrieval_line(retrieval: dict[str, float]) -> str:
+    """One line for a retrieval head's R@1 (protocols.py: RetrievalTally)."""
+    n = int(retrieval.get("candidates", 0))
+    return (
+        f"Retrieval R@1: {retrieval['reference R@1']:.3f} among {n} after images, "
+        f"{retrieval['reference R@1 hard']:.3f} with the query's before image added (hard), "
+        f"reference captions; {retrieval['generated R@1']:.3f} / "
+        f"{retrieval['generated R@1 hard']:.3f} with the model's own sentence"
+    )
 
 
 def results_markdown(result: EvalResult) -> str:

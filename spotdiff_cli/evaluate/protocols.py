@@ -10,6 +10,10 @@
 * change detection and attribute accuracy (``judge.py``): does the prediction report a change
   where there is one (and "no change" on distractors), and name the gold change's type, object,
   colour and place.
+* retrieval R@1 (DUDA+AUX's auxiliary network): for models with a retrieval head
+  (``retrieval_embeddings``), the composed query (before image + caption) must find its pair's
+  after image among every after image of the split, and again with its own before image added
+  (the hard set); with the reference captions and with the model's own first sentence.
 * perplexity: exp(total negative log-likelihood / total tokens) of the references, for models
   that expose ``log_likelihood(analysis, sentence) -> (nll, n_tokens)``; for any other model the
   result says "n/a" and why (``perplexity_note``) instead of leaving the reader guessing.
@@ -81,6 +85,8 @@ class EvalResult:
     perplexity_note: str | None = None  # why there is no perplexity ("n/a" in tables)
     alignment_precision: float | None = None
     alignment_count: int = 0
+    # Models with a retrieval head: R@1 per candidate set and caption source (retrieval_recall).
+    retrieval: dict[str, float] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
     settings: dict[str, Any] = field(default_factory=dict)
     predictions: Predictions = field(default_factory=dict)
@@ -567,6 +573,9 @@ def evaluate_model(
     # is not the first of its longer description (ddla-uniform: a random cluster, §4), decode
     # that sentence on its own for the single protocol.
     apart = "single" in protocols and bool(getattr(captioner, "single_sentence_differs", False))
+    # Models with a retrieval head (duda-aux) give each pair's composed queries and candidates.
+    embed = getattr(captioner, "retrieval_embeddings", None)
+    retrieval = RetrievalTally()
     single: Predictions = {}
     for index, pair in enumerate(pairs):
         count = gold_sentence_count(pair) if told else None
@@ -584,6 +593,12 @@ def evaluate_model(
         ]
         if callable(likelihood):
             nll.extend(_nll_pair(likelihood(result, ref)) for ref in pair.sentences if ref.strip())
+        if callable(embed):
+            # analysis_batch is the one describe() just built: no second backbone pass.
+            refs = [ref for ref in pair.sentences if ref.strip()]
+            own = predictions[pair.id][:1]
+            queries, after, before = embed(captioner.analysis_batch(result), refs + own)
+            retrieval.add(queries[: len(refs)], queries[len(refs) :], after, before)
         if progress:
             progress(index + 1, len(pairs))
     subset = Dataset(
@@ -616,6 +631,8 @@ def evaluate_model(
         scored.perplexity = perplexity(nll)
     if any(p.gold for p in pairs):
         scored.alignment_precision, scored.alignment_count = alignment_precision(aligned, subset)
+    if callable(embed):
+        scored.retrieval = retrieval.recall()
     scored.settings = {
         "model": model,
         "weights": weights,
@@ -632,6 +649,42 @@ def evaluate_model(
         "analysis": to_dict(config),
     }
     return scored
+
+
+class RetrievalTally:
+    """The composed queries and candidates of a split, gathered pair by pair, then R@1 over the
+    whole split (``captioners/retrieval.py``): the easy set (every after image) and the hard
+    set (plus the query's own before image), for reference and for generated captions."""
+
+    def __init__(self) -> None:
+        self.references: list[Any] = []
+        self.generated: list[Any] = []
+        self.after: list[Any] = []
+        self.before: list[Any] = []
+
+    def add(self, references: Any, generated: Any, after: Any, before: Any) -> None:
+        """references, generated: (Q, d) queries of one pair; after, before: (d,) its g(B), g(A)."""
+        self.references.append(references)
+        self.generated.append(generated)
+        self.after.append(after)
+        self.before.append(before)
+
+    def recall(self) -> dict[str, float]:
+        import torch
+
+        from ..captioners.retrieval import recall_at_1
+
+        if not self.after:
+            return {}
+        after, before = torch.stack(self.after), torch.stack(self.before)
+        out: dict[str, float] = {"candidates": float(len(self.after))}
+        for source, queries in (("reference", self.references), ("generated", self.generated)):
+            pair_of = torch.cat([torch.full((len(q),), i) for i, q in enumerate(queries)])
+            recall = recall_at_1(torch.cat(queries), pair_of.long(), after, before)
+            out[f"{source} R@1"] = recall.easy
+            out[f"{source} R@1 hard"] = recall.hard
+            out[f"{source} queries"] = float(recall.queries)
+        return out
 
 
 def _nll_pair(value: Any) -> tuple[float, int]:
