@@ -204,7 +204,7 @@ def test_stage_options_choose_the_candidate_set() -> None:
         ("duda-aux-tiny-cpu", ["easy", "hard"]),
         ("duda-aux-synth", ["easy", "hard"]),
         ("duda-aux-clevr", ["easy", "hard"]),
-        ("duda-aux-clevr-easy", ["easy"]),
+        ("duda-aux-clevr-easy", ["easy", "easy"]),  # the same stages, never the hard set
     ):
         plan = load_recipe(name).stage_plan()
         assert [s.model_options.get("candidates") for s in plan] == sets, name
