@@ -2,12 +2,13 @@
 # (Two runs side by side, one CPU thread each, keep the 2 cores of these machines busy without
 # oversubscribing them.)
 
-in_parallel() {  # FUNCTION ITEM...: call FUNCTION ITEM for every item, JOBS at a time
-  local f=$1; shift
-  local pids=()
+in_parallel() {  # FUNCTION ITEM...: call FUNCTION ITEM for every item, at most JOBS at once
+  local f=$1 failed=0; shift
   for item in "$@"; do
-    "$f" "$item" & pids+=($!)
-    if [ "${#pids[@]}" -ge "${JOBS:-1}" ]; then wait "${pids[@]}"; pids=(); fi
+    # A slot frees as soon as any item ends (wait -n), not when the whole group does.
+    while [ "$(jobs -rp | wc -l)" -ge "${JOBS:-1}" ]; do wait -n || failed=1; done
+    "$f" "$item" &
   done
-  [ "${#pids[@]}" -eq 0 ] || wait "${pids[@]}"
+  while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || failed=1; done
+  return "$failed"
 }

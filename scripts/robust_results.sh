@@ -13,17 +13,21 @@
 #   capt             capt           training/capt-synth.yaml
 #   ddla-uniform     ddla-uniform   training/ddla-uniform-synth.yaml
 #   ddla             ddla           training/ddla-synth.yaml
-#   duda             duda           training/duda-clevr.yaml
-#   duda-aux         duda-aux       training/duda-aux-clevr.yaml (easy, then easy + hard candidates)
-#   duda-aux-easy    duda-aux       training/duda-aux-clevr-easy.yaml (easy candidates throughout)
+#   duda             duda           training/duda-clevr-cpu.yaml (6 epochs)
+#   duda-aux         duda-aux       training/duda-aux-clevr-cpu.yaml (3 epochs easy, then 3 easy + hard)
+#   duda-aux-easy    duda-aux       training/duda-aux-clevr-easy-cpu.yaml (easy candidates throughout)
 #
-# Every run uses the recipe `spotdiff train --model M --data clevr` would (M-clevr.yaml, else
-# M-synth.yaml: both benchmarks have templated captions over a small vocabulary).
+# The Spot-the-diff family uses the recipes `spotdiff train --model M --data clevr` would
+# (M-synth.yaml: both benchmarks have templated captions over a small vocabulary); the duda runs
+# use the CPU-budget versions of duda-clevr.yaml / duda-aux-clevr*.yaml (half the sizes, batch 32,
+# the same rate and steps for all three; the full recipes are for a GPU).
 #
 # Environment: DATA (default: $WORK/clevr-600, rendered here: 600 scenes, seed 0, 510 train /
 # 30 val / 60 test scenes, each a changed pair and a distractor pair), WORK (runs/robust), RUNS,
-# SEEDS ("0 1 2"), EPOCHS (30, an upper bound), BUDGET_S (360 s of training per run; SIGINT ends
-# it and best.pt is the best validation CIDEr reached), JOBS (2 runs side by side, one CPU thread
+# SEEDS ("0 1 2"), EPOCHS and EPOCHS_<run> (unset: the recipes'; for duda-aux recipes it sets the
+# second stage's; EPOCHS_capt=6 EPOCHS_ddla=6 is what docs/results.md ran),
+# BUDGET_S (2400 s of training per run at most; SIGINT ends it and best.pt is the best validation
+# CIDEr reached), JOBS (2 runs side by side, one CPU thread
 # each), NICE ("nice -n 19").
 #
 # Steps (each skipped when its output exists, so an interrupted run restarts where it stopped):
@@ -41,8 +45,8 @@ PY=${PY:-.venv/bin/python}
 WORK=${WORK:-runs/robust}               # runs/ is git-ignored
 DATA=${DATA:-$WORK/clevr-600}
 SEEDS=${SEEDS:-0 1 2}
-EPOCHS=${EPOCHS:-30}
-BUDGET_S=${BUDGET_S:-360}
+EPOCHS=${EPOCHS:-}
+BUDGET_S=${BUDGET_S:-2400}
 JOBS=${JOBS:-2}
 NICE=${NICE:-nice -n 19}
 RUNS=${RUNS:-nn capt ddla-uniform ddla duda duda-aux duda-aux-easy}
@@ -52,7 +56,7 @@ declare -A MODEL=(
   [nn]=nn [capt]=capt [ddla-uniform]=ddla-uniform [ddla]=ddla
   [duda]=duda [duda-aux]=duda-aux [duda-aux-easy]=duda-aux
 )
-declare -A RECIPE=([duda-aux-easy]=duda-aux-clevr-easy)
+declare -A RECIPE=([duda]=duda-clevr-cpu [duda-aux]=duda-aux-clevr-cpu [duda-aux-easy]=duda-aux-clevr-easy-cpu)
 for run in $RUNS; do
   [ -n "${MODEL[$run]:-}" ] || { echo "unknown run '$run' (known: ${!MODEL[*]})" >&2; exit 2; }
 done
@@ -72,14 +76,16 @@ OMP_NUM_THREADS=1 $NICE "$SPOTDIFF" data prepare "$DATA" --backbone efficientnet
 
 # -- 2. train -----------------------------------------------------------------------------------
 train_one() {  # RUN-sSEED: one run in $WORK/runs/RUN-sSEED, wall time in ...seconds
-  local job=$1 run=${1%-s*} seed=${1##*-s} dir="$WORK/runs/$1" start
+  local job=$1 run=${1%-s*} seed=${1##*-s} dir="$WORK/runs/$1" start epochs_var="EPOCHS_${1%-s*}"
+  epochs_var=${epochs_var//-/_}
+  local epochs=${!epochs_var:-$EPOCHS}   # EPOCHS_<run> (dashes as _) wins over EPOCHS
   [ -f "$dir/best.pt" ] && return 0
   rm -rf "$dir"; mkdir -p "$WORK/runs"
   start=$(date +%s)
   # One thread per run: two runs share the 2 cores without oversubscribing them.
   OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 timeout -s INT "$BUDGET_S" \
     $NICE "$SPOTDIFF" train --model "${MODEL[$run]}" --data "$DATA" --recipe "$(recipe_of "$run")" \
-      --out "$dir" --epochs "$EPOCHS" --seed "$seed" --device cpu > "$WORK/logs/train-$job.log" 2>&1 || true
+      --out "$dir" ${epochs:+--epochs "$epochs"} --seed "$seed" --device cpu > "$WORK/logs/train-$job.log" 2>&1 || true
   echo $(( $(date +%s) - start )) > "$dir.seconds"
   [ -f "$dir/best.pt" ] || { echo "training $job produced no best.pt: see $WORK/logs/train-$job.log" >&2; return 1; }
 }
