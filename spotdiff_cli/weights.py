@@ -65,6 +65,9 @@ class WeightsEntry:
     path: Path
     present: bool
     default: bool = False  # the entry used when a caller names no weights of this kind
+    # One line on the training data (the manifest's optional "trained_on"): what `spotdiff models`
+    # shows, so a user sees what a shipped checkpoint has seen before trusting its sentences.
+    trained_on: str = ""
 
 
 def user_cache_dir() -> Path:
@@ -90,6 +93,11 @@ def known_weights() -> list[WeightsEntry]:
         for entry in _read_manifest(d):
             entries.setdefault(entry.name, entry)
     return [entries[k] for k in sorted(entries)]
+
+
+def shipped_default(kind: str) -> WeightsEntry | None:
+    """The manifest's default entry of ``kind`` whose file is present (shipped), else None."""
+    return next((e for e in known_weights() if e.kind == kind and e.default and e.present), None)
 
 
 def resolve_weights(name_or_path: str | None, *, kind: str, allow_download: bool = False) -> Path:
@@ -234,6 +242,7 @@ def _read_manifest(folder: Path) -> list[WeightsEntry]:
                 path=file_path,
                 present=file_path.is_file(),
                 default=bool(spec.get("default", False)),
+                trained_on=str(spec.get("trained_on", "")),
             )
         )
     return out

@@ -24,7 +24,13 @@ def isolated(tmp_path, monkeypatch):
 
 
 def _write_manifest(
-    folder: Path, name: str, payload: bytes, *, kind: str = "backbone", default: bool = False
+    folder: Path,
+    name: str,
+    payload: bytes,
+    *,
+    kind: str = "backbone",
+    default: bool = False,
+    trained_on: str | None = None,
 ) -> Path:
     import hashlib
 
@@ -37,6 +43,8 @@ def _write_manifest(
         "source": "test",
         "default": default,
     }
+    if trained_on is not None:
+        entry["trained_on"] = trained_on
     (folder / "manifest.json").write_text(json.dumps({"format": 1, "weights": {name: entry}}))
     return folder / f"{name}.pt"
 
@@ -146,3 +154,20 @@ def test_shipped_manifest_resolves_the_onnx_classifier():
     entry = entries["efficientnet_lite0_imagenet"]
     assert entry.licence == "Apache-2.0" and entry.present
     assert W.resolve_weights(None, kind="classifier-onnx") == entry.path
+
+
+def test_models_says_which_models_ship_weights_and_their_training_data(isolated):
+    from typer.testing import CliRunner
+
+    from spotdiff_cli.cli import app
+
+    _write_manifest(
+        W.REPO_WEIGHTS_DIR, "ddla-toy", b"w", kind="ddla", default=True, trained_on="toy pairs"
+    )
+    assert W.shipped_default("ddla").trained_on == "toy pairs"
+    assert W.shipped_default("capt") is None
+    result = CliRunner().invoke(app, ["models"])
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())  # Rich wraps at the terminal width
+    assert "ddla ships ddla-toy.pt: trained on toy pairs" in flat
+    assert "capt ships" not in flat  # no file for it in this manifest

@@ -9,8 +9,17 @@ from .state import errors_to_exit
 @app.command("models")
 @errors_to_exit
 def models() -> None:
-    """List the captioners you can pass to --model."""
+    """List the captioners you can pass to --model, and which have shipped weights."""
     from ..captioners import available_models, model_info
+    from ..weights import shipped_default
     from .render import print_models
 
-    print_models([vars(model_info(name)) for name in available_models()])
+    rows = []
+    for name in available_models():
+        row = vars(model_info(name)).copy()
+        # Only the manifest is read (no torch): a default entry whose file is in weights/.
+        entry = shipped_default(name) if row["trainable"] else None
+        row["weights"] = entry.file if entry else None
+        row["trained_on"] = entry.trained_on if entry else None
+        rows.append(row)
+    print_models(rows)

@@ -62,12 +62,30 @@ def print_models(rows: list[dict[str, Any]]) -> None:
     table.add_column("name", style="bold")
     table.add_column("family")
     table.add_column("trainable")
+    table.add_column("weights")
     table.add_column("what it does")
     for row in rows:
+        if row.get("weights"):
+            shipped = escape(row["weights"])
+        else:  # a trainable model without a file needs --weights; the others need none
+            shipped = "[dim]none[/]" if row["trainable"] else "[dim]-[/]"
         table.add_row(
-            row["name"], row["family"], "yes" if row["trainable"] else "no", escape(row["summary"])
+            row["name"],
+            row["family"],
+            "yes" if row["trainable"] else "no",
+            shipped,
+            escape(row["summary"]),
         )
     console.print(table)
+    # The training data needs a sentence, too long for a column.
+    for row in rows:
+        if row.get("weights"):
+            trained_on = row.get("trained_on") or "not stated in the manifest"
+            console.print(
+                f"[bold]{escape(row['name'])}[/] ships {escape(row['weights'])}: "
+                f"trained on {escape(trained_on)}"
+            )
+    console.print("[dim]model cards: weights/README.md[/]")
 
 
 class _TimelineProgress:
