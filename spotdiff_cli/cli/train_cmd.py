@@ -67,8 +67,8 @@ def train(
     """Train a captioner; the recipe's validation metric (CIDEr unless `val_metric` says otherwise)
     picks the best checkpoint and stops training early. Staged recipes, init_from, freeze and the
     other recipe settings: training/README.md."""
-    from ..api import train as run_training
     from ..errors import UsageError
+    from ..extras import require_training_extra
     from ..train.recipes import default_recipe_path, load_recipe
     from . import render
 
@@ -98,6 +98,9 @@ def train(
         beam=beam,
         finetune_backbone=finetune_backbone,
     )
+    # Named by the model, before the training loop's module imports torch.
+    require_training_extra(f"model '{config.model}'")
+    from ..api import train as run_training
 
     with render.stage_progress() as progress:
         result = run_training(

@@ -450,6 +450,11 @@ def prepare_dataset(
     notes: list[str] = []
     extractor: _Extractor | None = None
     if backbone:
+        from ..extras import require_training_extra
+
+        # Before any work, and before the weights package or torch is looked for: the grids
+        # are for learned models, which need the extra anyway.
+        require_training_extra(f"--backbone {backbone}")
         feature_settings = _feature_settings(backbone, weights, input_size, levels)
         folder = cache / feature_folder(backbone, input_size, levels)
         _fresh(folder, feature_settings, invalidated)
