@@ -201,6 +201,13 @@ class Report:
     # The pair at its original size (after only resized to match before), for drawing.
     original: Pair | None = None
 
+    @property
+    def changed(self) -> bool:
+        """Whether the report says something changed (``caption --exit-code`` exits 1): any
+        sentence but "there is no visible change". A lighting change counts (the pictures
+        differ); a learned captioner's sentences carry no "no change" tag, so each counts."""
+        return any(s.kind != "no_change" for s in self.sentences)
+
 
 @dataclass(frozen=True)
 class Detection:

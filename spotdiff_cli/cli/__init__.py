@@ -15,17 +15,36 @@ app = typer.Typer(
     name="spotdiff",
     help="Say, in plain sentences, what changed between two images, a folder of frames or a video.",
     no_args_is_help=True,
-    add_completion=False,
+    # Typer's --install-completion / --show-completion: a completion script that calls
+    # `spotdiff` back with _SPOTDIFF_COMPLETE set, which Click answers before any command runs.
+    add_completion=True,
     pretty_exceptions_enable=False,
     rich_markup_mode="rich",
 )
 
 
+def _print_version(value: bool) -> None:
+    if value:
+        from .. import __version__
+
+        typer.echo(f"spotdiff {__version__}")
+        raise typer.Exit()
+
+
 @app.callback()
 def _main(
     debug: bool = typer.Option(False, "--debug", help="Show the full traceback on errors."),
+    version: bool = typer.Option(
+        False,
+        "--version",
+        # Eager: answered before a command is required, so `spotdiff --version` needs none.
+        is_eager=True,
+        callback=_print_version,
+        help="Print the version and exit.",
+    ),
 ) -> None:
     STATE.debug = debug
+    STATE.error_exit = None  # per invocation: an in-process caller may run several commands
 
 
 # Commands register themselves on import (one module per command).

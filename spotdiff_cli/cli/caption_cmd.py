@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from . import app
-from .state import errors_to_exit
+from .state import STATE, errors_to_exit
 
 
 @app.command("caption")
@@ -37,6 +37,12 @@ def caption(
     ),
     as_json: bool = typer.Option(
         False, "--json", help="Print the JSON report to stdout (for scripts)."
+    ),
+    exit_code: bool = typer.Option(
+        False,
+        "--exit-code",
+        help="Exit 1 when a change is reported, 0 when none, 2 on any error "
+        "(as ImageMagick `compare` does).",
     ),
     config: Optional[Path] = typer.Option(
         None, "--config", help="YAML settings (flags override it)."
@@ -113,6 +119,9 @@ def caption(
     ),
 ) -> None:
     """Describe what changed from BEFORE to AFTER, in a few sentences."""
+    if exit_code:
+        # Set first, before anything can fail: with --exit-code, 1 means "changed".
+        STATE.error_exit = 2
     from .. import api
     from ..config import Settings, resolve
     from ..report import report_to_dict, write_report
@@ -149,3 +158,5 @@ def caption(
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
         print_caption_report(data, written)
+    if exit_code and report.changed:
+        raise typer.Exit(1)
