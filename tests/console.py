@@ -18,9 +18,11 @@ REPO = Path(__file__).resolve().parents[1]
 SPOTDIFF = Path(sys.executable).parent / "spotdiff"
 
 
-def env() -> dict[str, str]:
+def env(**extra: str) -> dict[str, str]:
+    """The test environment; ``extra`` adds or replaces variables (PYTHONPATH, HOME...)."""
     environment = dict(os.environ)
     environment.update(HF_HUB_OFFLINE="1", COLUMNS="200", NO_COLOR="1")
+    environment.update(extra)
     return environment
 
 
@@ -35,9 +37,14 @@ def check_clean_exit(proc: subprocess.CompletedProcess, args: tuple[str, ...]) -
 
 
 def run_spotdiff(
-    *args: object, timeout: float = 120, cwd: Path | None = None, input: str | None = None
+    *args: object,
+    timeout: float = 120,
+    cwd: Path | None = None,
+    input: str | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> subprocess.CompletedProcess:
-    """Run the console script once; assert it ended cleanly; return the finished process."""
+    """Run the console script once; assert it ended cleanly; return the finished process.
+    extra_env: variables to add to the test environment for this run."""
     assert SPOTDIFF.is_file(), (
         f"the console script {SPOTDIFF} is not installed; run scripts/bootstrap.sh"
     )
@@ -48,7 +55,7 @@ def run_spotdiff(
         text=True,
         timeout=timeout,
         cwd=cwd or REPO,
-        env=env(),
+        env=env(**(extra_env or {})),
         stdin=subprocess.DEVNULL if input is None else None,
         input=input,
     )
@@ -56,7 +63,23 @@ def run_spotdiff(
     return proc
 
 
-def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
+def start_spotdiff(*args: object, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
+    """Start the console script without waiting (to signal it mid-run); text pipes. Finish
+    with ``communicate`` and check the result with ``check_clean_exit``."""
+    return subprocess.Popen(
+        [str(SPOTDIFF), *(str(a) for a in args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+        env=env(**(extra_env or {})),
+    )
+
+
+def run_python(
+    code: str, timeout: float = 120, extra_env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """A user's Python script, run by the venv's interpreter, checked the same way."""
     proc = subprocess.run(
         [sys.executable, "-c", code],
@@ -64,7 +87,7 @@ def run_python(code: str, timeout: float = 120) -> subprocess.CompletedProcess:
         text=True,
         timeout=timeout,
         cwd=REPO,
-        env=env(),
+        env=env(**(extra_env or {})),
         stdin=subprocess.DEVNULL,
     )
     check_clean_exit(proc, ("<python script>",))

@@ -22,6 +22,12 @@ def print_error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
 
 
+def print_warning_line(message: str) -> None:
+    """One yellow ``warning:`` line on stderr; the run goes on. Safe from another thread
+    (Rich's console lock), and drawn above a progress bar when one is shown."""
+    err_console.print(f"[yellow]warning:[/] {escape(message)}", markup=True, soft_wrap=True)
+
+
 def print_skipped_source(source: str, message: str) -> None:
     """A source that could not be read (or broke off): one line; the run goes on."""
     # Messages usually start with the path already; do not say it twice.

@@ -6,12 +6,15 @@ import contextlib
 import functools
 import json
 from pathlib import Path
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 import typer
 
 from . import app
 from .state import errors_to_exit
+
+if TYPE_CHECKING:
+    from ..report.hooks import EventHook
 
 
 @app.command("video")
@@ -50,6 +53,21 @@ def video(
         None, "--jobs", "-j", help="Process this many sources at once. \\[default: 1]"
     ),
     as_json: bool = typer.Option(False, "--json", help="Print the timeline JSON to stdout."),
+    on_event: Optional[str] = typer.Option(
+        None,
+        "--on-event",
+        help="Run this command for each event once it is final, e.g. "
+        "'curl -sd {json} URL': split like a shell but run without one; {json} becomes the "
+        "event's JSON as one argument, which also arrives on stdin. A failing hook is a "
+        "warning; the run goes on.",
+        rich_help_panel="Integrations",
+    ),
+    on_event_timeout: float = typer.Option(
+        10.0,
+        "--on-event-timeout",
+        help="Stop an --on-event command after this many seconds (a warning, not an error).",
+        rich_help_panel="Integrations",
+    ),
     config: Optional[Path] = typer.Option(
         None, "--config", help="YAML settings (flags override it)."
     ),
@@ -146,6 +164,11 @@ def video(
 
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the folder of the run to continue)")
+    hook = None
+    if on_event is not None:
+        from ..report.hooks import EventHook
+
+        hook = EventHook.parse(on_event, on_event_timeout)  # a typo fails now, not per event
     with contextlib.ExitStack() as held:
         if out:
             if out.exists() and not out.is_dir():
@@ -160,6 +183,7 @@ def video(
             overwrite,
             as_json,
             config,
+            hook,
             settings_flags=dict(
                 analysis=dict(delta=delta, work_size=work_size),
                 caption=dict(
@@ -202,6 +226,7 @@ def _video(
     overwrite: bool,
     as_json: bool,
     config: Optional[Path],
+    hook: Optional[EventHook],
     settings_flags: dict,
 ) -> None:
     from .. import api
@@ -245,28 +270,38 @@ def _video(
         save()
 
     on_event = functools.partial(_picture, str(out)) if out else None
-    try:
-        with render.timeline_progress(enabled=not as_json) as progress:
-            finished = api.describe_video(
-                sources,
-                settings,
-                on_progress=progress.update,
-                on_event=on_event,
-                on_update=on_update,
-                on_error=render.print_skipped_source,
-                resume=results,
-            )
-        results.update({r.source: r for r in finished})  # --jobs N: workers cannot call on_update
-        if out and settings.video.clips:
-            made: list[str] = []
-            for name in [s for s in sources if s in results]:
-                results[name] = api.write_event_clips(
-                    out, results[name], on_clip=lambda _event, how: made.append(how)
+    hooks = None
+    if hook is not None:
+        from ..report.hooks import HookRunner
+
+        hooks = HookRunner(hook, render.print_warning_line, report_dir=out)
+    # Leaving this waits for the hooks still queued (each bounded by its timeout), so every
+    # event's hook has run before the summary; Ctrl-C drops them instead, saying how many.
+    with hooks if hooks is not None else contextlib.nullcontext():
+        try:
+            with render.timeline_progress(enabled=not as_json) as progress:
+                finished = api.describe_video(
+                    sources,
+                    settings,
+                    on_progress=progress.update,
+                    on_event=on_event,
+                    on_update=on_update,
+                    on_error=render.print_skipped_source,
+                    on_closed=hooks.submit if hooks is not None else None,
+                    resume=results,
                 )
-                save()
-            render.print_clips(made, str(out))
-    finally:
-        save()  # whatever happened, the report on disk says what was done
+            # --jobs N: workers cannot call on_update
+            results.update({r.source: r for r in finished})
+            if out and settings.video.clips:
+                made: list[str] = []
+                for name in [s for s in sources if s in results]:
+                    results[name] = api.write_event_clips(
+                        out, results[name], on_clip=lambda _event, how: made.append(how)
+                    )
+                    save()
+                render.print_clips(made, str(out))
+        finally:
+            save()  # whatever happened, the report on disk says what was done
     data = timeline_to_dict([results[s] for s in sources if s in results], settings_dict)
     if as_json:
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))

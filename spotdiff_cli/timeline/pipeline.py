@@ -46,6 +46,7 @@ T = TypeVar("T")
 ProgressFn = Callable[[float, float | None, int], None]  # (position s, duration s or None, samples)
 EventFn = Callable[[Event, Report], str | None]  # returns the picture's file name, if written
 UpdateFn = Callable[["SourceResult"], None]
+ClosedFn = Callable[[Event], None]  # an event that is final: closed, numbered, pictured
 
 
 @dataclass(frozen=True)
@@ -322,6 +323,7 @@ def describe_source(
     on_progress: ProgressFn | None = None,
     on_event: EventFn | None = None,
     on_update: UpdateFn | None = None,
+    on_closed: ClosedFn | None = None,
     previous: SourceResult | None = None,
     update_every: float = 2.0,
 ) -> SourceResult:
@@ -329,6 +331,8 @@ def describe_source(
 
     describer: the pair pipeline to use (built from ``settings`` when None; pass one to share
         its captioner across sources).
+    on_closed: called once per event as soon as it is final (closed, numbered, its picture
+        written), in the order events close; not for the events ``previous`` already holds.
     previous: a partial result of an earlier run of this source (``timeline_from_dict``): the
         run continues from its last checkpoint, keeps the events found before it and returns
         the merged result - the same events, ids and counts an uninterrupted run gives.
@@ -443,7 +447,7 @@ def describe_source(
                     index += 1
                     result.samples += 1
                     for event in builder.add(index, detections, time=timestamp):
-                        result.events.append(_with_picture(event, reports, on_event))
+                        _close(result, _with_picture(event, reports, on_event), on_closed)
                     live = {d.time for o in builder.open for d in o.detections[:1]}
                     for t in [t for t in reports if t not in live]:
                         del reports[t]
@@ -481,7 +485,7 @@ def describe_source(
             raise
         result.warnings.extend(source.stats.skipped[seen_skips:])
         for event in builder.finish():
-            result.events.append(_with_picture(event, reports, on_event))
+            _close(result, _with_picture(event, reports, on_event), on_closed)
         result.events.sort(key=lambda e: (e.start, e.id))
         result.pending = []
         result.complete = True
@@ -601,6 +605,12 @@ def _with_picture(event: Event, reports: dict[float, Report], on_event: EventFn 
     return dataclasses.replace(event, picture=on_event(event, report))
 
 
+def _close(result: SourceResult, event: Event, on_closed: ClosedFn | None) -> None:
+    result.events.append(event)
+    if on_closed is not None:
+        on_closed(event)
+
+
 def describe_sources(
     specs: list[Any],
     settings: Settings,
@@ -609,18 +619,22 @@ def describe_sources(
     on_event: Callable[[str, Event, Report], str | None] | None = None,
     on_update: UpdateFn | None = None,
     on_error: Callable[[str, str], None] | None = None,
+    on_closed: Callable[[str, Event], None] | None = None,
     resume: dict[str, SourceResult] | None = None,
 ) -> list[SourceResult]:
     """Every source in turn (or in ``settings.video.jobs`` processes), sharing one pair
     describer. A source that cannot be read is reported through ``on_error`` and skipped; the
     others go on. ``resume``: partial results of an earlier run, by source name (finished
-    sources are returned as they are, unfinished ones continued)."""
+    sources are returned as they are, unfinished ones continued). ``on_closed(source, event)``:
+    once per event when it is final; with several jobs, for each source when its worker
+    returns (a worker process cannot call back), in the order sources finish."""
     check_syntax(settings.video)
     resume = resume or {}
     todo = [s for s in specs if str(s) not in resume or not resume[str(s)].complete]
     if settings.video.jobs > 1 and len(todo) > 1:
         finished = {
-            r.source: r for r in _describe_parallel(todo, settings, on_event, on_error, resume)
+            r.source: r
+            for r in _describe_parallel(todo, settings, on_event, on_error, resume, on_closed)
         }
     else:
         finished = {}
@@ -640,6 +654,9 @@ def describe_sources(
                     if on_event
                     else None,
                     on_update=on_update,
+                    on_closed=(lambda event, _name=name: on_closed(_name, event))
+                    if on_closed
+                    else None,
                     previous=resume.get(name),
                 )
             except SpotdiffError as exc:
@@ -650,6 +667,16 @@ def describe_sources(
             if on_update:
                 on_update(result)
     return [finished.get(str(s)) or resume[str(s)] for s in specs]
+
+
+def _closed_by_worker(
+    result: SourceResult, previous: SourceResult | None, on_closed: Callable[[str, Event], None]
+) -> None:
+    """``on_closed`` for the events a worker's run closed, in the order they closed: ids count
+    up as events close, and those up to the resumed checkpoint were an earlier run's."""
+    done = previous.checkpoint.events if previous and previous.checkpoint else 0
+    for event in sorted((e for e in result.events if e.id > done), key=lambda e: e.id):
+        on_closed(result.source, event)
 
 
 def check_syntax(video: VideoConfig) -> None:
@@ -679,15 +706,22 @@ def _worker(
         return SourceResult(source=name, error=str(exc), complete=True)
 
 
-def _describe_parallel(specs, settings, on_event, on_error, resume) -> list[SourceResult]:
+def _describe_parallel(
+    specs, settings, on_event, on_error, resume, on_closed=None
+) -> list[SourceResult]:
     """One process per source, at most ``jobs`` at once; results in the order given.
-    ``on_event`` must be picklable (a module-level function or a functools.partial of one)."""
-    from concurrent.futures import ProcessPoolExecutor
+    ``on_event`` must be picklable (a module-level function or a functools.partial of one);
+    ``on_closed`` runs here, in this process, for each source as its worker returns."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
 
     with ProcessPoolExecutor(max_workers=settings.video.jobs) as pool:
         futures = [
             pool.submit(_worker, spec, settings, on_event, resume.get(str(spec))) for spec in specs
         ]
+        if on_closed is not None:
+            for future in as_completed(futures):
+                result = future.result()
+                _closed_by_worker(result, resume.get(result.source), on_closed)
         results = [f.result() for f in futures]
     for result in results:
         if result.error and on_error:
