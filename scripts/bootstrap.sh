@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
 # Set up .venv with everything spotdiff needs; safe to run again (skips pip when nothing changed).
+# "Everything" includes the train extra (torch, timm...), which `pip install spotdiff` leaves
+# out: the Quick start and the test suite use learned models too.
 #
 # torch/torchvision are pinned here, not in pyproject.toml: this project's machines install
 # exactly this pair from local disk (an older CPU build there breaks timm's torchvision import),
@@ -20,7 +22,7 @@ fi
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "bootstrap: installing dependencies (first run takes a few minutes)" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==2.14.1" "torchvision==0.29.1" 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev,render]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev,render,train]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
   "$VENV/bin/python" -c "import spotdiff_cli, torch, timm, cv2, sklearn, pycocoevalcap" \
     || { echo "bootstrap: install failed; see the pip output above" >&2; exit 1; }
   echo "$WANT" > "$STAMP"
