@@ -2,7 +2,7 @@
 ``error:`` line that names the file and says what to do, in the library and through the installed
 console script - never a traceback, never "this is a bug", never torch's own error text.
 
-The damaged checkpoints are made from the shipped ``weights/ddla-synth.pt``, so every case differs
+The damaged checkpoints are made from the shipped ``weights/ddla-real.pt``, so every case differs
 from a real checkpoint in the one way its name says.
 """
 
@@ -22,7 +22,7 @@ from spotdiff_cli.captioners.checkpoint import load_checkpoint, read_checkpoint
 from spotdiff_cli.errors import InputError, ModelError
 from spotdiff_cli.evaluate.protocols import load_predictions
 
-SHIPPED = REPO / "weights" / "ddla-synth.pt"
+SHIPPED = REPO / "weights" / "ddla-real.pt"
 FIX = "spotdiff train"  # every refused checkpoint says where a good one comes from
 
 

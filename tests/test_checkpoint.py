@@ -138,16 +138,20 @@ def test_real_models_round_trip(tmp_path: Path) -> None:
         )
 
 
-@pytest.mark.parametrize("name", ["ddla", "capt"])
+@pytest.mark.parametrize("name", ["ddla", "capt", "duda"])
 def test_shipped_checkpoints_are_the_manifest_defaults(name: str) -> None:
-    """weights/<name>-synth.pt is found with no path (the manifest default for its model), checks
-    its sha256, and carries what its model card says."""
-    pytest.importorskip("spotdiff_cli.captioners.spot_the_diff")
-    from spotdiff_cli.weights import REPO_WEIGHTS_DIR
+    """weights/<name>-real.pt is found with no path (the manifest default for its model), checks
+    its sha256, carries what its model card says, and its manifest entry says what it was
+    trained on and credits the CC BY clips of its real-pixel training data."""
+    from spotdiff_cli.weights import REPO_WEIGHTS_DIR, shipped_default
 
-    if not (REPO_WEIGHTS_DIR / f"{name}-synth.pt").is_file():
-        pytest.skip(f"weights/{name}-synth.pt not in this checkout")
+    if not (REPO_WEIGHTS_DIR / f"{name}-real.pt").is_file():
+        pytest.skip(f"weights/{name}-real.pt not in this checkout")
     model, meta = load_checkpoint(None, "cpu", model=name)
-    assert Path(meta["path"]).name == f"{name}-synth.pt" and meta["model"] == name
+    assert Path(meta["path"]).name == f"{name}-real.pt" and meta["model"] == name
     assert meta["backbone"] == "efficientnet_lite0" and "optimizer" not in meta["extra"]
     assert "car" in model.vocab and model.config["channels"] == 1280
+    entry = shipped_default(name)
+    assert entry is not None and "real" in entry.trained_on
+    assert "CC BY 4.0" in entry.licence and "intel-iot-devkit/sample-videos" in entry.licence
+    assert entry.path.stat().st_size < 6_000_000  # float16: small enough for git
