@@ -154,4 +154,4 @@ def test_shipped_checkpoints_are_the_manifest_defaults(name: str) -> None:
     entry = shipped_default(name)
     assert entry is not None and "real" in entry.trained_on
     assert "CC BY 4.0" in entry.licence and "intel-iot-devkit/sample-videos" in entry.licence
-    assert entry.path.stat().st_size < 6_000_000  # float16: small enough for git
+    assert entry.path.stat().st_size < 8_000_000  # float16: small enough for git (duda: 7.7 MB)

@@ -1,0 +1,131 @@
+"""The shipped learned captioners on real frame pairs they never saw (skipped without ../shared).
+
+scripts/train_shipped_weights.sh trains ddla, capt and duda on sprites cut from the first part of
+the two CC BY Intel clips only (parking lot frames < 290, room frames < 900). The pairs below come
+from the held-out rest: the fourth car of the lot (frames ~315-345) and the last two people of the
+room (frames ~930-1350), none of whom is in any training image. Each frame number was checked by
+looking at the frame: 300, 370, 900, 1230 and 1380 are empty, 330 shows a white car in the upper
+left of the lot, 1020 a woman in a grey cardigan at the table, 1290 a man in a grey shirt there.
+
+What is asserted is what a user needs before trusting a sentence, read with the evaluation's
+lexicon (evaluate/lexicon.py): the first (most salient) sentence names the right kind of change
+(appear vs. leave) and a plausible object (a vehicle in the lot, a person in the room), and no
+sentence repeats itself ("there is a a in the in the bottom"). The weights shipped before this
+test, trained on procedural scenes only, failed it on every model they had.
+"""
+
+from __future__ import annotations
+
+import pytest
+from conftest import video_frame
+
+from spotdiff_cli.config import CaptionConfig
+from spotdiff_cli.describer import PairDescriber
+from spotdiff_cli.evaluate import lexicon
+
+LOT = "intel_car-detection.mp4"
+ROOM = "intel_one-by-one-person-detection.mp4"
+# (clip, before frame, after frame, change type in the lexicon's terms, object class)
+PAIRS = [
+    (LOT, 300, 330, "add", "car"),
+    (LOT, 330, 370, "drop", "car"),
+    (ROOM, 900, 1020, "add", "person"),
+    (ROOM, 1140, 1230, "drop", "person"),
+    (ROOM, 1230, 1290, "add", "person"),
+    (ROOM, 1290, 1380, "drop", "person"),
+]
+SHIPPED = ("ddla", "capt", "duda")
+
+
+def repetition(sentence: str) -> str | None:
+    """What is degenerate about a sentence: a word said twice in a row, or a three-word phrase
+    said twice (decoders stuck in a loop write "in the bottom right ... in the bottom right")."""
+    tokens = lexicon.words(sentence)
+    for a, b in zip(tokens, tokens[1:]):
+        if a == b:
+            return f"'{a} {a}'"
+    trigrams = [tuple(tokens[i : i + 3]) for i in range(len(tokens) - 2)]
+    for i, gram in enumerate(trigrams):
+        if gram in trigrams[i + 1 :]:
+            return f"'{' '.join(gram)}' twice"
+    return None
+
+
+def problems(sentences: list[str], change: str, noun: str) -> list[str]:
+    """Everything wrong with a model's sentences for a pair whose truth is (change, noun)."""
+    if not sentences:
+        return ["no sentence"]
+    found = []
+    reading = lexicon.read(sentences[0])
+    if reading.type != change:
+        found.append(f"change type {reading.type}, not {change}")
+    if not lexicon.noun_matches(reading.noun, noun):
+        found.append(f"object {reading.noun}, not {noun}")
+    found += [f"repeats {r}" for r in map(repetition, sentences) if r]
+    return found
+
+
+def test_the_judge_catches_what_the_old_weights_wrote() -> None:
+    # Sentences the procedural-only weights wrote for these pairs (weights/README.md).
+    assert problems(["the bottom is in a different spot"], "add", "car")
+    assert repetition("the bottom is in in in the bottom right of the image")
+    assert repetition("the bottom is no longer in the bottom is no")
+    assert problems(["the person in black is in a different spot"], "add", "person")
+    assert not problems(["a white car has appeared at the top left"], "add", "car")
+    assert not problems(["the man in grey has left the room"], "drop", "person")
+
+
+# (model, clip, before, after) -> what the shipped weights get wrong there, as measured when they
+# were trained (weights/README.md). strict: a pair that starts passing must be taken off the list.
+KNOWN_WRONG: dict[tuple[str, str, int, int], str] = {
+    ("ddla", LOT, 300, 330): "reads the arriving car as moved: 'the silver car that was at the "
+    "right side of the image was moved at the left side of'",
+    ("ddla", ROOM, 900, 1020): "reads the woman who walks in as moved: 'the person in black is "
+    "in a different spot'",
+    ("duda", LOT, 300, 330): "reads the arriving car as leaving: 'the silver car that was near "
+    "the left side of the image is missing'",
+    (
+        "duda",
+        ROOM,
+        900,
+        1020,
+    ): "sees no change when the woman walks in: 'the scene has not changed'",
+    ("duda", ROOM, 1230, 1290): "sees no change when the man walks in: 'the scene has not changed'",
+}
+
+
+def _cases() -> list:
+    cases = []
+    for model in SHIPPED:
+        for clip, a, b, change, noun in PAIRS:
+            why = KNOWN_WRONG.get((model, clip, a, b))
+            marks = [pytest.mark.xfail(reason=why, strict=True)] if why else []
+            cases.append(
+                pytest.param(model, clip, a, b, change, noun, marks=marks, id=f"{model}-{a}-{b}")
+            )
+    return cases
+
+
+@pytest.fixture(scope="module")
+def describers() -> dict[str, PairDescriber]:
+    """One describer per model, built on first use. weights=None: the manifest's default for the
+    model, i.e. what `spotdiff caption --model M` uses."""
+    return {}
+
+
+@pytest.mark.parametrize("model,clip,a,b,change,noun", _cases())
+def test_shipped_weights_name_the_change_and_the_object_on_held_out_real_frames(
+    describers: dict[str, PairDescriber],
+    model: str,
+    clip: str,
+    a: int,
+    b: int,
+    change: str,
+    noun: str,
+) -> None:
+    before, after = video_frame(clip, a), video_frame(clip, b)  # skips without ../shared/media
+    if model not in describers:
+        describers[model] = PairDescriber(None, CaptionConfig(model=model, device="cpu"))
+    texts = [s.text for s in describers[model].describe(before, after).sentences]
+    wrong = problems(texts, change, noun)
+    assert not wrong, f"{model} on {clip} {a}->{b}: {texts} ({'; '.join(wrong)})"
