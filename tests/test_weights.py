@@ -171,3 +171,19 @@ def test_models_says_which_models_ship_weights_and_their_training_data(isolated)
     flat = " ".join(result.output.split())  # Rich wraps at the terminal width
     assert "ddla ships ddla-toy.pt: trained on toy pairs" in flat
     assert "capt ships" not in flat  # no file for it in this manifest
+
+
+def test_every_shipped_weights_file_is_installed_with_the_package():
+    """An installed copy (pip install .) finds the manifest's files under share/spotdiff/weights:
+    a file renamed in the manifest but not in pyproject's data-files breaks the install."""
+    import tomllib
+
+    root = Path(__file__).resolve().parent.parent
+    manifest = json.loads((root / "weights" / "manifest.json").read_text(encoding="utf-8"))
+    project = tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))
+    installed = set(project["tool"]["setuptools"]["data-files"]["share/spotdiff/weights"])
+    for name, entry in manifest["weights"].items():
+        path = f"weights/{entry['file']}"
+        assert (root / path).is_file(), f"{name}: {path} is in the manifest but not in weights/"
+        assert path in installed, f"{name}: {path} is missing from pyproject's data-files"
+    assert "weights/manifest.json" in installed
