@@ -63,6 +63,16 @@ def run_spotdiff(
     return proc
 
 
+def ctrl_c_reaches_child() -> None:
+    """``preexec_fn`` for processes a test will interrupt: SIGINT back to its default.
+
+    A harness started in the background (``nohup``, ``cmd &`` in a script) runs with SIGINT
+    ignored; children inherit that, and Python then never turns the signal into
+    KeyboardInterrupt. A user's terminal delivers Ctrl-C, so the signal tests restore the
+    default and test spotdiff rather than how the suite was launched."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start_spotdiff(*args: object, extra_env: dict[str, str] | None = None) -> subprocess.Popen:
     """Start the console script without waiting (to signal it mid-run); text pipes. Finish
     with ``communicate`` and check the result with ``check_clean_exit``."""
@@ -74,6 +84,7 @@ def start_spotdiff(*args: object, extra_env: dict[str, str] | None = None) -> su
         text=True,
         cwd=REPO,
         env=env(**(extra_env or {})),
+        preexec_fn=ctrl_c_reaches_child,
     )
 
 

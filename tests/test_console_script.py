@@ -23,6 +23,7 @@ from console import (
     REPO,
     SPOTDIFF,
     check_clean_exit,
+    ctrl_c_reaches_child,
     env,
     one_error_line,
     run_many,
@@ -132,6 +133,7 @@ def test_ctrl_c_during_video_exits_130_and_leaves_a_partial_report(tmp_path):
             text=True,
             cwd=REPO,
             env=env(),
+            preexec_fn=ctrl_c_reaches_child,
         )
         time.sleep(float(delay))
         proc.send_signal(signal.SIGINT)

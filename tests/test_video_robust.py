@@ -200,7 +200,7 @@ def test_ctrl_c_then_resume_through_the_console_script_matches_an_uninterrupted_
     import signal
     import time
 
-    from console import REPO, SPOTDIFF, env
+    from console import REPO, SPOTDIFF, ctrl_c_reaches_child, env
 
     full = json.loads(run_spotdiff("video", clip, "--every", "1f", "--json").stdout)
     out = tmp_path / "run"
@@ -211,6 +211,7 @@ def test_ctrl_c_then_resume_through_the_console_script_matches_an_uninterrupted_
         stdin=subprocess.DEVNULL,
         cwd=REPO,
         env=env(),
+        preexec_fn=ctrl_c_reaches_child,
     )
     # Wait until the run has written a partial report with something in it, then interrupt.
     deadline = time.monotonic() + 60
