@@ -181,14 +181,17 @@ def test_configs_from_before_the_options_keep_their_rules(tmp_path: Path) -> Non
             assert old.encoder.difference and type(old.decoder).__name__ == "AttentionDecoder"
 
 
-def test_shipped_checkpoints_keep_the_earlier_rules() -> None:
-    from spotdiff_cli.weights import REPO_WEIGHTS_DIR
+def test_shipped_checkpoints_load_with_the_rules_they_were_trained_with() -> None:
+    """The manifest's ddla/capt defaults (trained with the F2 - F1 channel, the attention decoder
+    and the repetition guard on) load with exactly those settings; checkpoints from before the
+    options existed keep the earlier rules (the test above)."""
+    from spotdiff_cli.weights import shipped_default
 
     for name in ("ddla", "capt"):
-        if not (REPO_WEIGHTS_DIR / f"{name}-synth.pt").is_file():
-            pytest.skip(f"weights/{name}-synth.pt not in this checkout")
+        if shipped_default(name) is None:
+            pytest.skip(f"no shipped weights for {name} in this checkout")
         model, _ = load_checkpoint(None, "cpu", model=name)
-        assert model.repetition_guard == 0 and model.encoder.difference
+        assert model.repetition_guard == 3 and model.encoder.difference
         assert type(model.decoder).__name__ == "AttentionDecoder"
 
 
