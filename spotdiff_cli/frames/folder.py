@@ -34,15 +34,15 @@ import calendar
 import glob as _glob
 import os
 import re
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TypeVar
 
 from ..errors import InputError, UsageError
 from ..types import Frame
-from .base import TIME_EPS, FrameSource, SourceInfo, next_target, shrunk_size
+from .base import TIME_EPS, DecodeStats, FrameSource, SourceInfo, next_target, shrunk_size
 from .timecode import TimeSpec
 
 __all__ = [
@@ -58,6 +58,7 @@ __all__ = [
 ]
 
 SortOrder = Literal["name", "time", "none"]
+T = TypeVar("T")
 
 # What Pillow reads reliably; anything else in a folder (sidecar .txt/.json, videos) is ignored.
 IMAGE_SUFFIXES = frozenset(
@@ -294,13 +295,8 @@ class ImageSequenceSource(FrameSource):
             return super().frame_number(seconds)
         if self._by_time is None:
             self._by_time = sorted((t, i) for i, t in enumerate(self.timestamps()))
-        times = [t for t, _ in self._by_time]
-        at = bisect.bisect_left(times, seconds - TIME_EPS)
-        candidates = [k for k in (at - 1, at) if 0 <= k < len(times)]
-        if not candidates:
-            return None
-        best = min(candidates, key=lambda k: (abs(times[k] - seconds), k))
-        return self._by_time[best][1]
+        best = nearest_index([t for t, _ in self._by_time], seconds)
+        return None if best is None else self._by_time[best][1]
 
     def _check_times(self, every: float) -> None:
         """Sampling by time needs times that space the files: say so, naming the fixes, when
@@ -330,21 +326,7 @@ class ImageSequenceSource(FrameSource):
     def _frame(self, i: int, ts: float) -> Frame | None:
         """File ``i`` as a Frame, or None (recorded in ``stats.skipped``) when it cannot be read:
         one corrupt snapshot must not cost the events of the whole folder."""
-        from .image import load_image
-
-        self.stats.decoded += 1
-        try:
-            pixels = load_image(self.paths[i])
-        except InputError as exc:
-            self.stats.skipped.append(f"{exc} (skipped)")
-            return None
-        self.stats.converted += 1
-        if self.max_side and max(pixels.shape[:2]) > self.max_side:
-            import cv2
-
-            size = shrunk_size(pixels.shape[1], pixels.shape[0], self.max_side)
-            pixels = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
-        return Frame(pixels=pixels, source=str(self.paths[i]), timestamp=ts, index=i)
+        return read_frame(self.paths[i], i, ts, self.stats, self.max_side)
 
     def _sample_seconds(
         self, every: float | None, start: float, end: float | None
@@ -359,21 +341,15 @@ class ImageSequenceSource(FrameSource):
         self, every: float | None, start: float, end: float | None
     ) -> Iterator[Frame]:
         times = self.timestamps()
-        target = start
-        for i, ts in enumerate(times):
-            if ts < target - TIME_EPS:
-                continue  # skipped files are never opened
-            if end is not None and ts >= end - TIME_EPS:
-                # Name order need not be time order: keep looking only if times can go back.
-                if self.fps is not None:
-                    return
-                continue
-            frame = self._frame(i, ts)
-            if frame is None:
-                continue  # the next readable file serves the same target
-            yield frame
-            if every is not None:
-                target = next_target(ts, start, every)
+        # Name order need not be time order: past --end, keep looking unless times only grow.
+        yield from sample_times(
+            ((ts, i) for i, ts in enumerate(times)),
+            self._frame,
+            every,
+            start,
+            end,
+            ordered=self.fps is not None,
+        )
 
     def _sample_frames(self, every: int, start: float, end: float | None) -> Iterator[Frame]:
         times = self.timestamps()
@@ -386,6 +362,64 @@ class ImageSequenceSource(FrameSource):
             frame = self._frame(i, times[i])
             if frame is not None:
                 yield frame
+
+
+def sample_times(
+    timed: Iterable[tuple[float, T]],
+    read: Callable[[T, float], Frame | None],
+    every: float | None,
+    start: float,
+    end: float | None,
+    ordered: bool,
+) -> Iterator[Frame]:
+    """Frames at ``start + k*every`` (every None: all) from (time, item) pairs, read with
+    ``read(item, time)`` only when taken. ordered: times never go back, so the first past
+    ``end`` ends it; otherwise later items are still looked at."""
+    target = start
+    for ts, item in timed:
+        if ts < target - TIME_EPS:
+            continue  # skipped files are never opened
+        if end is not None and ts >= end - TIME_EPS:
+            if ordered:
+                return
+            continue
+        frame = read(item, ts)
+        if frame is None:
+            continue  # the next readable file serves the same target
+        yield frame
+        if every is not None:
+            target = next_target(ts, start, every)
+
+
+def read_frame(
+    path: Path, index: int, ts: float, stats: DecodeStats, max_side: int | None
+) -> Frame | None:
+    """One image file as a Frame (shrunk to ``max_side``), or None when it cannot be read,
+    recorded in ``stats.skipped``: one corrupt snapshot must not cost the events of the rest."""
+    from .image import load_image
+
+    stats.decoded += 1
+    try:
+        pixels = load_image(path)
+    except InputError as exc:
+        stats.skipped.append(f"{exc} (skipped)")
+        return None
+    stats.converted += 1
+    if max_side and max(pixels.shape[:2]) > max_side:
+        import cv2
+
+        size = shrunk_size(pixels.shape[1], pixels.shape[0], max_side)
+        pixels = cv2.resize(pixels, size, interpolation=cv2.INTER_AREA)
+    return Frame(pixels=pixels, source=str(path), timestamp=ts, index=index)
+
+
+def nearest_index(times: Sequence[float], seconds: float) -> int | None:
+    """The place in ``times`` (ascending) nearest ``seconds``, the earlier on a tie."""
+    at = bisect.bisect_left(times, seconds - TIME_EPS)
+    candidates = [k for k in (at - 1, at) if 0 <= k < len(times)]
+    if not candidates:
+        return None
+    return min(candidates, key=lambda k: (abs(times[k] - seconds), k))
 
 
 def _first_size(files: Sequence[Path]) -> tuple[int, int]:
