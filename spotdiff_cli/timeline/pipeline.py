@@ -97,8 +97,14 @@ class SourceResult:
     checkpoint: Checkpoint | None = None
 
 
-def _prefetch(items: Iterator[T], depth: int = 3) -> Iterator[T]:
+def _prefetch(
+    items: Iterator[T], depth: int = 3, wake: Callable[[], None] | None = None
+) -> Iterator[T]:
     """Iterate ``items`` in a background thread, ``depth`` items ahead.
+
+    wake: called when the consumer stops early (Ctrl-C, an error), before the thread is
+    joined: it must make ``items`` end soon when it is blocked waiting for input that may never
+    come (a watched folder); readers of files end on their own.
 
     Close the returned generator (``contextlib.closing``) rather than abandoning it: closing
     stops the thread, closes ``items`` on that thread and joins it, so no thread is left inside
@@ -134,6 +140,8 @@ def _prefetch(items: Iterator[T], depth: int = 3) -> Iterator[T]:
             yield item
     finally:
         stop.set()
+        if wake is not None:
+            wake()
         while thread.is_alive():  # unblock a producer waiting on a full queue
             try:
                 box.get_nowait()
@@ -397,7 +405,12 @@ def describe_source(
             # and here the captions and events. Captions need the previous pair's recognition
             # (hints), so they stay in order on this thread; the analysis does not, so it runs
             # ahead on the other core.
-            with contextlib.closing(_prefetch(looker.look(_prefetch(frames)), depth=2)) as stream:
+            # A live source (a watched folder) waiting for the next file must stop waiting
+            # when the run stops, or closing the readers would wait for an upload forever.
+            wake = getattr(source, "interrupt", None)
+            with contextlib.closing(
+                _prefetch(looker.look(_prefetch(frames)), depth=2, wake=wake)
+            ) as stream:
                 for sample in stream:
                     timestamp = sample.timestamp
                     detections: list[Detection] = []
@@ -621,13 +634,16 @@ def describe_sources(
     on_error: Callable[[str, str], None] | None = None,
     on_closed: Callable[[str, Event], None] | None = None,
     resume: dict[str, SourceResult] | None = None,
+    update_every: float = 2.0,
 ) -> list[SourceResult]:
     """Every source in turn (or in ``settings.video.jobs`` processes), sharing one pair
     describer. A source that cannot be read is reported through ``on_error`` and skipped; the
     others go on. ``resume``: partial results of an earlier run, by source name (finished
     sources are returned as they are, unfinished ones continued). ``on_closed(source, event)``:
     once per event when it is final; with several jobs, for each source when its worker
-    returns (a worker process cannot call back), in the order sources finish."""
+    returns (a worker process cannot call back), in the order sources finish.
+    ``update_every``: seconds between ``on_update`` calls while a source runs (0: after every
+    sample, for live sources whose report must follow each upload)."""
     check_syntax(settings.video)
     resume = resume or {}
     todo = [s for s in specs if str(s) not in resume or not resume[str(s)].complete]
@@ -658,6 +674,7 @@ def describe_sources(
                     if on_closed
                     else None,
                     previous=resume.get(name),
+                    update_every=update_every,
                 )
             except SpotdiffError as exc:
                 result = SourceResult(source=name, error=str(exc), complete=True)
