@@ -148,9 +148,11 @@ def timeline_progress(enabled: bool = True) -> _TimelineProgress:
     return _TimelineProgress(enabled)
 
 
-def print_timeline(data: dict[str, Any], out: str | None) -> None:
+def print_timeline(data: dict[str, Any], out: str | None, stderr: bool = False) -> None:
     """A table per source (titled with its full path), a row per event: number, interval
-    (HH:MM:SS.mmm), frames, the summary with the sentences said inside the event, picture."""
+    (HH:MM:SS.mmm), frames, the summary with the sentences said inside the event, picture.
+    stderr: print there (stdout carries something else, e.g. ``--jsonl -``)."""
+    target = err_console if stderr else console
     from pathlib import Path
 
     for s in data["sources"]:
@@ -164,7 +166,7 @@ def print_timeline(data: dict[str, Any], out: str | None) -> None:
         table.add_column("picture", style="dim", overflow="fold")
         if s["error"] and not s["events"] and s["complete"]:
             table.add_row("", "–", "", f"[red]skipped: {escape(s['error'])}[/]", "")
-            console.print(table)
+            target.print(table)
             continue
         for e in s["events"]:
             span = (
@@ -180,24 +182,24 @@ def print_timeline(data: dict[str, Any], out: str | None) -> None:
             table.add_row(str(e["id"]), span, frames, what, escape(e["picture"] or ""))
         if not s["events"]:
             table.add_row("", "–", "", "[dim]no change[/]", "")
-        console.print(table)
+        target.print(table)
     totals = [
         f"{escape(Path(s['source']).name)}: {s['samples']} samples, {s['pairs_analysed']} analysed, {s['seconds']:.1f} s"
         for s in data["sources"]
         if not s["error"]
     ]
     if totals:
-        console.print("[dim]" + "; ".join(totals) + "[/]", soft_wrap=True)
+        target.print("[dim]" + "; ".join(totals) + "[/]", soft_wrap=True)
     for s in data["sources"]:
         for warning in s.get("warnings", []):
             err_console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
     if out:
-        console.print(
+        target.print(
             f"[dim]wrote {escape(out)}/timeline.json, .md, .csv, .html and subtitles (.vtt, .srt)[/]",
             soft_wrap=True,
         )
     if not data["complete"]:
-        console.print("[yellow]partial: the run did not finish; rerun with --resume to continue[/]")
+        target.print("[yellow]partial: the run did not finish; rerun with --resume to continue[/]")
 
 
 def print_clips(methods: list[str], out: str) -> None:

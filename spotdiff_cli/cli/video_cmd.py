@@ -14,14 +14,16 @@ from . import app
 from .state import errors_to_exit
 
 if TYPE_CHECKING:
+    from ..frames.watch import WatchedFolderSource
     from ..report.hooks import EventHook
+    from ..types import Event
 
 
 @app.command("video")
 @errors_to_exit
 def video(
-    sources: List[str] = typer.Argument(
-        ...,
+    sources: Optional[List[str]] = typer.Argument(
+        None,
         help="Videos (mp4, mkv, avi, mov, gif...), folders of images, or globs.",
         show_default=False,
     ),
@@ -67,6 +69,35 @@ def video(
         "--on-event-timeout",
         help="Stop an --on-event command after this many seconds (a warning, not an error).",
         rich_help_panel="Integrations",
+    ),
+    jsonl: Optional[str] = typer.Option(
+        None,
+        "--jsonl",
+        help="Also write each event, once final, as one JSON line here (flushed at once, for "
+        "tail -f); - for stdout, which then holds nothing else. An existing file needs "
+        "--resume (append) or --overwrite.",
+        rich_help_panel="Integrations",
+    ),
+    watch: Optional[Path] = typer.Option(
+        None,
+        "--watch",
+        help="Follow this folder as a camera uploads images to it (instead of SOURCE): each "
+        "file is read once its size stopped changing; the report is rewritten as frames "
+        "come. Ctrl-C stops it (exit 130).",
+        rich_help_panel="Live",
+    ),
+    watch_idle: Optional[float] = typer.Option(
+        None,
+        "--watch-idle",
+        help="Stop --watch after this many seconds without a new file. \\[default: never]",
+        rich_help_panel="Live",
+    ),
+    watch_poll: float = typer.Option(
+        1.0,
+        "--watch-poll",
+        help="Look at the --watch folder every this many seconds; a file must be unchanged "
+        "for one interval to be read.",
+        rich_help_panel="Live",
     ),
     config: Optional[Path] = typer.Option(
         None, "--config", help="YAML settings (flags override it)."
@@ -164,6 +195,11 @@ def video(
 
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the folder of the run to continue)")
+    live = _live_source(sources or [], watch, watch_idle, watch_poll, resume, fps, time_pattern)
+    if not sources and live is None:
+        raise UsageError("give a SOURCE (video, folder, glob) or --watch DIR")
+    if jsonl == "-" and as_json:
+        raise UsageError("--json and --jsonl - both write to stdout; give --jsonl a file path")
     hook = None
     if on_event is not None:
         from ..report.hooks import EventHook
@@ -177,13 +213,15 @@ def video(
             # same --out at once cannot both pass the check and then mix their files.
             held.enter_context(folder_lock(out))
         _video(
-            sources,
+            [str(live)] if live is not None else list(sources or []),
+            [live] if live is not None else list(sources or []),
             out,
             resume,
             overwrite,
             as_json,
             config,
             hook,
+            jsonl,
             settings_flags=dict(
                 analysis=dict(delta=delta, work_size=work_size),
                 caption=dict(
@@ -219,14 +257,43 @@ def video(
         )
 
 
+def _live_source(
+    sources: List[str],
+    watch: Optional[Path],
+    idle: Optional[float],
+    poll: float,
+    resume: bool,
+    fps: Optional[float],
+    time_pattern: Optional[str],
+) -> Optional[WatchedFolderSource]:
+    """The watched folder as a frame source, or None without --watch (checked before a run)."""
+    from ..errors import UsageError
+
+    if watch is None:
+        if idle is not None:
+            raise UsageError("--watch-idle needs --watch DIR")
+        return None
+    if sources:
+        raise UsageError("--watch DIR replaces SOURCE; give one or the other")
+    if resume:
+        # A watch counts time from the first file it takes: a resumed watch would not line up
+        # with the checkpoint of the run it continues.
+        raise UsageError("--resume cannot continue a --watch run yet; start it with --overwrite")
+    from ..frames.watch import watch_folder
+
+    return watch_folder(watch, poll=poll, idle=idle, fps=fps, time_pattern=time_pattern)
+
+
 def _video(
     sources: List[str],
+    specs: list[str | WatchedFolderSource],
     out: Optional[Path],
     resume: bool,
     overwrite: bool,
     as_json: bool,
     config: Optional[Path],
     hook: Optional[EventHook],
+    jsonl: Optional[str],
     settings_flags: dict,
 ) -> None:
     from .. import api
@@ -270,25 +337,46 @@ def _video(
         save()
 
     on_event = functools.partial(_picture, str(out)) if out else None
+    stream = None
+    if jsonl is not None:
+        from ..report.jsonl import JsonlWriter
+
+        stream = JsonlWriter(
+            jsonl, report_dir=out, append=resume, overwrite=overwrite and not resume
+        )
     hooks = None
     if hook is not None:
         from ..report.hooks import HookRunner
 
         hooks = HookRunner(hook, render.print_warning_line, report_dir=out)
+    closed = [c.write if c is stream else c.submit for c in (stream, hooks) if c is not None]
+
+    def on_closed(source: str, event: Event) -> None:
+        for call in closed:  # the stream first: a line is cheap, a hook is queued
+            call(source, event)
+
+    live = any(not isinstance(s, str) for s in specs)
     # Leaving this waits for the hooks still queued (each bounded by its timeout), so every
     # event's hook has run before the summary; Ctrl-C drops them instead, saying how many.
-    with hooks if hooks is not None else contextlib.nullcontext():
+    with contextlib.ExitStack() as held:
+        if stream is not None:
+            held.enter_context(stream)
+        if hooks is not None:
+            held.enter_context(hooks)
         try:
-            with render.timeline_progress(enabled=not as_json) as progress:
+            with render.timeline_progress(enabled=not as_json and jsonl != "-") as progress:
                 finished = api.describe_video(
-                    sources,
+                    specs,
                     settings,
                     on_progress=progress.update,
                     on_event=on_event,
                     on_update=on_update,
                     on_error=render.print_skipped_source,
-                    on_closed=hooks.submit if hooks is not None else None,
+                    on_closed=on_closed if closed else None,
                     resume=results,
+                    # Live: the report follows every frame, not every 2 s of a run that may
+                    # then wait minutes for the next upload.
+                    update_every=0.0 if live else 2.0,
                 )
             # --jobs N: workers cannot call on_update
             results.update({r.source: r for r in finished})
@@ -306,7 +394,8 @@ def _video(
     if as_json:
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
     else:
-        render.print_timeline(data, str(out) if out else None)
+        # --jsonl -: stdout is the event stream; the summary goes to stderr.
+        render.print_timeline(data, str(out) if out else None, stderr=jsonl == "-")
     if data["sources"] and all(s["error"] and not s["events"] for s in data["sources"]):
         raise typer.Exit(1)
 

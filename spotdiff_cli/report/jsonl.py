@@ -1,0 +1,79 @@
+"""``spotdiff video --jsonl PATH``: the events as a JSON Lines stream, one line per final event.
+
+Each line is what an ``--on-event`` hook receives (:func:`.hooks.event_payload`: the event as
+in ``timeline.json``, its source and the report folder), written as soon as the event is final
+and flushed at once, so ``tail -f events.jsonl | jq`` (or a program reading ``--jsonl -`` from
+a pipe) sees each event while the run goes on. Lines are ASCII JSON (``\\uXXXX`` escapes): a
+file name that is not valid UTF-8 still gives a line every reader can parse.
+
+An existing file is refused, as an existing report is: ``--resume`` appends to it (the resumed
+run sends the events it closes, as the hooks do: at least once, keyed on ``(path, event.id)``),
+``--overwrite`` starts it again. ``-`` is stdout; the caller then keeps everything else off it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+from typing import IO
+
+from ..errors import OutputError
+from ..types import Event
+from .hooks import event_payload
+
+STDOUT = "-"
+
+
+class JsonlWriter:
+    """Writes one flushed JSON line per event to a file or stdout. Use as a context manager."""
+
+    def __init__(
+        self,
+        target: str | Path,
+        report_dir: str | Path | None = None,
+        append: bool = False,
+        overwrite: bool = False,
+    ) -> None:
+        """target: a path, or ``-`` for stdout. append (``--resume``): add to an existing file;
+        overwrite: replace it; neither: an existing file is an OutputError (one line)."""
+        self.report_dir = report_dir
+        self.written = 0
+        self._owned = os.fspath(target) != STDOUT
+        if not self._owned:
+            self._stream: IO[str] = sys.stdout
+            return
+        path = Path(target)
+        if path.is_dir():
+            raise OutputError(f"--jsonl {path} is a folder; give a file path or - for stdout")
+        mode = "a" if append else "w" if overwrite else "x"
+        try:
+            # "x" makes the refusal atomic: two runs cannot both create the same stream.
+            self._stream = open(path, mode, encoding="ascii", newline="\n")  # noqa: SIM115
+        except FileExistsError:
+            raise OutputError(
+                f"--jsonl {path} already exists; use --resume to append to it, --overwrite to "
+                "start again, or another path"
+            ) from None
+        except OSError as exc:
+            raise OutputError(f"--jsonl {path}: cannot write ({exc.strerror or exc})") from None
+
+    def write(self, source: str, event: Event) -> None:
+        """One line for a final event, flushed so a follower sees it now, not at exit."""
+        line = json.dumps(event_payload(source, event, self.report_dir), separators=(",", ":"))
+        self._stream.write(line + "\n")
+        self._stream.flush()
+        self.written += 1
+
+    def close(self) -> None:
+        if self._owned:
+            self._stream.close()
+        else:
+            self._stream.flush()
+
+    def __enter__(self) -> JsonlWriter:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
