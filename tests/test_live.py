@@ -209,3 +209,22 @@ def test_ctrl_c_ends_a_watch_with_exit_130_and_a_valid_timeline(tmp_path):
     assert source["samples"] == FRAMES
     # Events that closed before Ctrl-C are in it; the first (the red box) closed at frame 6.
     assert source["events"] and source["events"][0]["start"] == 3.0
+
+
+def test_watch_reads_times_from_file_names_like_the_folder_run(tmp_path):
+    live = tmp_path / "live"
+    live.mkdir()
+    for i in range(FRAMES):  # one snapshot every 10 s, named by its time
+        (live / f"cam_20240501_12{i * 10 // 60:02d}{i * 10 % 60:02d}.png").write_bytes(png(i))
+    pattern = "%Y%m%d_%H%M%S"
+    folder = run(live, "--time-pattern", pattern, "--every", "10s", "--json")
+    assert folder.exit_code == 0, folder.output
+    watched = run(
+        "--watch", live, "--time-pattern", pattern, "--every", "10s",
+        "--watch-poll", POLL, "--watch-idle", 0.5, "--json",
+    )  # fmt: skip
+    assert watched.exit_code == 0, watched.output
+    expected = json.loads(folder.stdout)["sources"][0]["events"]
+    assert expected and summary(json.loads(watched.stdout)["sources"][0]["events"]) == summary(
+        expected
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import json
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, List, Optional
 
@@ -14,6 +15,7 @@ from . import app
 from .state import errors_to_exit
 
 if TYPE_CHECKING:
+    from ..config import VideoConfig
     from ..frames.watch import WatchedFolderSource
     from ..report.hooks import EventHook
     from ..types import Event
@@ -195,7 +197,7 @@ def video(
 
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the folder of the run to continue)")
-    live = _live_source(sources or [], watch, watch_idle, watch_poll, resume, fps, time_pattern)
+    live = _watch_request(sources or [], watch, watch_idle, watch_poll, resume)
     if not sources and live is None:
         raise UsageError("give a SOURCE (video, folder, glob) or --watch DIR")
     if jsonl == "-" and as_json:
@@ -213,8 +215,8 @@ def video(
             # same --out at once cannot both pass the check and then mix their files.
             held.enter_context(folder_lock(out))
         _video(
-            [str(live)] if live is not None else list(sources or []),
-            [live] if live is not None else list(sources or []),
+            list(sources or []),
+            live,
             out,
             resume,
             overwrite,
@@ -257,16 +259,35 @@ def video(
         )
 
 
-def _live_source(
+@dataclass(frozen=True)
+class _Watch:
+    """``--watch DIR`` and its options; the source is opened once the settings are known
+    (``--fps`` / ``--time-pattern`` may come from ``--config`` or the resumed report)."""
+
+    folder: Path
+    poll: float
+    idle: Optional[float]
+
+    def open(self, video: VideoConfig) -> WatchedFolderSource:
+        from ..frames.watch import watch_folder
+
+        return watch_folder(
+            self.folder,
+            poll=self.poll,
+            idle=self.idle,
+            fps=video.fps,
+            time_pattern=video.time_pattern,
+        )
+
+
+def _watch_request(
     sources: List[str],
     watch: Optional[Path],
     idle: Optional[float],
     poll: float,
     resume: bool,
-    fps: Optional[float],
-    time_pattern: Optional[str],
-) -> Optional[WatchedFolderSource]:
-    """The watched folder as a frame source, or None without --watch (checked before a run)."""
+) -> Optional[_Watch]:
+    """What --watch asks for, or None without it; the combinations it excludes fail now."""
     from ..errors import UsageError
 
     if watch is None:
@@ -279,14 +300,12 @@ def _live_source(
         # A watch counts time from the first file it takes: a resumed watch would not line up
         # with the checkpoint of the run it continues.
         raise UsageError("--resume cannot continue a --watch run yet; start it with --overwrite")
-    from ..frames.watch import watch_folder
-
-    return watch_folder(watch, poll=poll, idle=idle, fps=fps, time_pattern=time_pattern)
+    return _Watch(watch, poll, idle)
 
 
 def _video(
     sources: List[str],
-    specs: list[str | WatchedFolderSource],
+    watch: Optional[_Watch],
     out: Optional[Path],
     resume: bool,
     overwrite: bool,
@@ -323,6 +342,10 @@ def _video(
 
         require_ffmpeg()  # now, not after the analysis
     results = timeline_from_dict(previous) if previous else {}
+    specs: list[str | WatchedFolderSource] = list(sources)
+    if watch is not None:
+        specs = [watch.open(settings.video)]
+        sources = [str(specs[0])]  # the report's name for it: the folder as given
 
     def save() -> None:
         if out:
@@ -355,7 +378,7 @@ def _video(
         for call in closed:  # the stream first: a line is cheap, a hook is queued
             call(source, event)
 
-    live = any(not isinstance(s, str) for s in specs)
+    live = watch is not None
     # Leaving this waits for the hooks still queued (each bounded by its timeout), so every
     # event's hook has run before the summary; Ctrl-C drops them instead, saying how many.
     with contextlib.ExitStack() as held:
