@@ -33,7 +33,8 @@
 #   1. data    spotdiff data clevr + spotdiff data prepare (cluster analysis, backbone grids)
 #   2. train   RUN x SEED into $WORK/runs/RUN-sSEED
 #   3. eval    spotdiff eval --split test --protocol single per run and seed ($WORK/eval/RUN-sSEED)
-#   4. tables  $WORK/tables.md: mean ± std over seeds (scripts/robust_tables.py)
+#   4. compare spotdiff eval --compare: paired bootstraps into $WORK/compare/A-vs-B
+#   5. tables  $WORK/tables.md: mean ± std over seeds (scripts/robust_tables.py)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=scripts/parallel.sh
@@ -106,6 +107,22 @@ eval_one() {
 }
 in_parallel eval_one "${jobs[@]}"
 
-# -- 4. tables ----------------------------------------------------------------------------------
+# -- 4. paired bootstraps: spotdiff eval --compare, each model's seeds averaged per pair ----------
+compare_one() {  # A-vs-B
+  local a=${1%-vs-*} b=${1#*-vs-} out="$WORK/compare/$1" args=()
+  [ -f "$out/summary.json" ] && return 0
+  for seed in $SEEDS; do args+=(-p "$WORK/eval/$a-s$seed/predictions.json"); done
+  for seed in $SEEDS; do args+=(--compare "$WORK/eval/$b-s$seed/predictions.json"); done
+  $NICE "$SPOTDIFF" eval --dataset "$DATA" --split test --protocol single "${args[@]}" \
+    --out "$out" > "$WORK/logs/compare-$1.log" 2>&1
+}
+comparisons=()
+for pair in duda-aux:duda duda-aux:duda-aux-easy duda:capt; do   # scripts/robust_tables.py: COMPARISONS
+  a=${pair%:*} b=${pair#*:}
+  [[ " $RUNS " == *" $a "* && " $RUNS " == *" $b "* ]] && comparisons+=("$a-vs-$b")
+done
+in_parallel compare_one ${comparisons[@]+"${comparisons[@]}"}
+
+# -- 5. tables ----------------------------------------------------------------------------------
 # shellcheck disable=SC2086
 $NICE "$PY" scripts/robust_tables.py "$WORK" $RUNS | tee "$WORK/tables.md"

@@ -11,8 +11,9 @@ seed) and ``WORK/runs/RUN-sSEED/`` (training logs), and prints Markdown:
 * Table 5: CIDEr-D per change type and on distractors;
 * change detection and attribute accuracy against the benchmark's gold labels;
 * the auxiliary network's retrieval R@1 (runs whose results carry ``retrieval``);
-* paired bootstraps of the per-pair CIDEr-D difference (each pair's score averaged over seeds)
-  for the comparisons the paper makes: duda-aux vs duda, easy+hard vs easy-only, duda vs capt;
+* the paired bootstraps ``spotdiff eval --compare`` wrote to ``WORK/compare/A-vs-B/`` (per-pair
+  CIDEr-D averaged over seeds) for the comparisons the paper makes: duda-aux vs duda, easy+hard
+  vs easy-only, duda vs capt;
 * training wall time and the best validation CIDEr per run.
 """
 
@@ -22,14 +23,9 @@ import json
 import sys
 from collections.abc import Iterable
 from pathlib import Path
-from statistics import mean, stdev
 from typing import Any
 
-import numpy as np
-
-from spotdiff_cli.data import load_dataset
-from spotdiff_cli.evaluate import paired_bootstrap
-from spotdiff_cli.evaluate.metrics import score_captions
+from spotdiff_cli.evaluate.compare import spread
 
 METRICS = ("BLEU-4", "METEOR", "ROUGE-L", "CIDEr")
 TYPES = ("color", "material", "add", "drop", "move")
@@ -43,13 +39,13 @@ def seeds_of(work: Path, run: str) -> list[Path]:
 
 
 def fmt(values: Iterable[float], digits: int = 3) -> str:
-    """``mean ± std`` (population of seeds: sample std), or the value alone for one seed."""
-    v = list(values)
-    if not v:
+    """``mean ± std`` over seeds (``spotdiff eval``'s spread), or the value alone for one seed."""
+    s = spread(list(values))
+    if s is None:
         return "–"
-    if len(v) == 1:
-        return f"{v[0]:.{digits}f}"
-    return f"{mean(v):.{digits}f} ± {stdev(v):.{digits}f}"
+    if s.std is None:
+        return f"{s.mean:.{digits}f}"
+    return f"{s.mean:.{digits}f} ± {s.std:.{digits}f}"
 
 
 def group_scores(result: dict[str, Any], group: str) -> dict[str, float] | None:
@@ -127,45 +123,25 @@ def retrieval_lines(results: dict[str, list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
-def per_pair_cider(folders: list[Path], references: dict[str, list[str]]) -> np.ndarray:
-    """Each test pair's CIDEr-D, averaged over the run's seeds (one sentence per pair)."""
-    ids = sorted(references)
-    total = np.zeros(len(ids))
-    for folder in folders:
-        first: dict[str, str] = {}
-        for item in json.loads((folder / "predictions.json").read_text(encoding="utf-8")):
-            first.setdefault(str(item["image_id"]), item["caption"])
-        scores = score_captions(references, {i: first.get(i, "") for i in ids}, ("CIDEr",), "auto")
-        per_item = scores.per_item["CIDEr"]
-        total += np.array([per_item[i] for i in ids] if isinstance(per_item, dict) else per_item)
-    return total / len(folders)
-
-
-def bootstrap_lines(work: Path, runs: list[str], dataset: str) -> list[str]:
-    """Paired bootstraps on all test pairs and on the changed pairs alone (Table 2's split)."""
-    wanted = [(a, b) for a, b in COMPARISONS if a in runs and b in runs]
-    if not wanted:
-        return []
-    test = load_dataset(dataset, "test", require_images=False)
-    references = {p.id: [s for s in p.sentences if s.strip()] for p in test.pairs}
-    ids = sorted(references)
-    changed = np.array([next(p for p in test.pairs if p.id == i).distractor is None for i in ids])
-    cache: dict[str, np.ndarray] = {}
+def bootstrap_lines(work: Path) -> list[str]:
+    """The paired bootstraps `spotdiff eval --compare` wrote to ``WORK/compare/A-vs-B/``."""
     lines = [
         "| pairs | A | B | CIDEr-D A − B | 95 % interval | share of resamples with A > B |",
         "|---|---|---|---:|---|---:|",
     ]
-    for a, b in wanted:
-        for run in (a, b):
-            if run not in cache:
-                cache[run] = per_pair_cider(seeds_of(work, run), references)
-        for group, keep in (("all", np.ones_like(changed)), ("changed", changed)):
-            boot = paired_bootstrap(cache[a][keep], cache[b][keep], resamples=10000, seed=0)
-            lines.append(
-                f"| {group} | {a} | {b} | {boot.difference:+.3f} | [{boot.low:+.3f}, "
-                f"{boot.high:+.3f}] | {boot.share_a_greater:.2f} |"
-            )
-    return lines
+    for a, b in COMPARISONS:
+        summary = work / "compare" / f"{a}-vs-{b}" / "summary.json"
+        if not summary.is_file():
+            continue
+        for d in json.loads(summary.read_text(encoding="utf-8"))["comparison"]:
+            key = d["key"].split("/")  # "single/changed/CIDEr", "detection/accuracy", ...
+            if key[0] == "single" and key[-1] == "CIDEr":
+                group = key[1]
+                lines.append(
+                    f"| {group} | {a} | {b} | {d['difference']:+.3f} | [{d['low']:+.3f}, "
+                    f"{d['high']:+.3f}] | {d['share_a_greater']:.2f} |"
+                )
+    return lines if len(lines) > 2 else []
 
 
 def training_lines(work: Path, runs: list[str]) -> list[str]:
@@ -217,7 +193,7 @@ def main(argv: list[str]) -> None:
     ]
     if retrieval := retrieval_lines(results):
         blocks += ["\nRetrieval by the auxiliary network (test split)\n", *retrieval]
-    if boots := bootstrap_lines(work, list(results), dataset):
+    if boots := bootstrap_lines(work):
         blocks += ["\nPaired bootstrap of per-pair CIDEr-D (averaged over seeds)\n", *boots]
     blocks += ["\nTraining\n", *training_lines(work, list(results))]
     print("\n".join(blocks))
