@@ -139,6 +139,22 @@ def register_family(
         )
 
 
+def feature_config(
+    family: str, name: str, names: list[str], channels: int, grid: tuple[int, int] | list[int]
+) -> dict[str, Any]:
+    """What every family's config starts from: the backbone features it reads (channels, the
+    h x w grid) and the backbone that makes them. ``name`` must be one of ``names``."""
+    if name not in names:
+        raise unknown_name(family, name, names)
+    h, w = (int(v) for v in grid)
+    return {
+        "channels": int(channels),
+        "grid": [h, w],
+        "backbone": "efficientnet_lite0",
+        "input_size": 0,  # square side images are resized to for the backbone; 0 = its own
+    }
+
+
 def unknown_name(family: str, name: str, names: list[str]) -> ModelError:
     """The error for a name the family does not have: the list, and a close match."""
     close = difflib.get_close_matches(name, names, n=1)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..configured import lazy_classes, register_family, unknown_name
+from ..configured import feature_config, lazy_classes, register_family
 
 # name -> (module, class, what `spotdiff models` says).
 MODELS: dict[str, tuple[str, str, str]] = {
@@ -85,16 +85,7 @@ def default_config(
 ) -> dict[str, Any]:
     """The resolved config of model ``name`` for backbone features (channels, h, w); ``tiny``
     gives small sizes (tests). Set ``backbone`` to match the cached features you train on."""
-    if name not in MODELS:
-        raise unknown_name("robust-change", name, list(MODELS))
-    h, w = (int(v) for v in grid)
-    config: dict[str, Any] = {
-        "channels": int(channels),
-        "grid": [h, w],
-        "backbone": "efficientnet_lite0",
-        "input_size": 0,  # square side images are resized to for the backbone; 0 = its own
-        **_DEFAULTS,
-    }
+    config = {**feature_config("robust-change", name, list(MODELS), channels, grid), **_DEFAULTS}
     if name == "duda-aux":
         config.update(_AUX_DEFAULTS)
     if tiny:

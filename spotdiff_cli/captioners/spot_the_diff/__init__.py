@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ..configured import check_settings, lazy_classes, register_family, unknown_name
+from ..configured import check_settings, feature_config, lazy_classes, register_family
 
 if TYPE_CHECKING:  # pragma: no cover
     from .common import SpotTheDiffCaptioner
@@ -113,15 +113,7 @@ def default_config(
     ``tiny`` gives small hidden sizes (tests). The backbone name defaults to the embedded
     ``efficientnet_lite0``; set ``backbone`` to match the cached features you train on.
     """
-    if name not in MODELS:
-        raise unknown_name("Spot-the-diff", name, list(MODELS))
-    h, w = (int(v) for v in grid)
-    config: dict[str, Any] = {
-        "channels": int(channels),
-        "grid": [h, w],
-        "backbone": "efficientnet_lite0",
-        "input_size": 0,  # square side images are resized to for the backbone; 0 = its own
-    }
+    config = feature_config("Spot-the-diff", name, list(MODELS), channels, grid)
     if name.startswith("nn"):
         config["n_neighbors"] = 1  # the paper's single nearest pair
         config["pair_difference"] = True  # |F2 - F1| in the pair feature (the paper: [F1, F2])
