@@ -26,6 +26,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "spotdiff_cli.captioners.grounded",
     "spotdiff_cli.captioners.spot_the_diff",
     "spotdiff_cli.captioners.duda",
+    "spotdiff_cli.captioners.onediff",
 )
 
 
