@@ -151,6 +151,7 @@ class OneDiffCaptioner(GradientCaptioner):
         # Coupled Sample Training, set per stage (set_training_stage).
         self.cst_ratio = 0.0
         self.cst_bank: Descriptions = {}
+        self.cst_source = ""
 
     # -- inputs -----------------------------------------------------------------------------
     def _prepare(self, batch: Batch) -> Batch:
@@ -236,6 +237,7 @@ class OneDiffCaptioner(GradientCaptioner):
             self.cst_bank = scene_descriptions(
                 str(options["cst_data"]), "train", int(options.get("cst_objects", 3))
             )
+            self.cst_source = str(options["cst_data"])
 
     def couple(
         self, batch: Batch
@@ -251,6 +253,12 @@ class OneDiffCaptioner(GradientCaptioner):
         coupled: dict[int, list[str]] = {}
         if not self.training or self.cst_ratio <= 0 or b < 2:
             return before, after, coupled
+        unknown = [pid for pid in ids if str(pid) not in self.cst_bank]
+        if len(unknown) > b // 2:  # the descriptions of another benchmark: stop, do not mislabel
+            raise UsageError(
+                f"cst_data {self.cst_source} does not describe the pairs this run trains on "
+                f"(pair '{unknown[0]}' is not in it): give the folder of the run's --data"
+            )
         described = [
             [side for side in (0, 1) if self.cst_bank.get(str(pid), ((), ()))[side]] for pid in ids
         ]
