@@ -198,9 +198,10 @@ def test_out_writes_every_format_and_refuses_to_overwrite(clips, tmp_path):
     csv_rows = (out / "timeline.csv").read_text().strip().splitlines()
     assert len(csv_rows) == 2 and csv_rows[1].startswith("1,20,00:00:02.000,2.000,70,00:00:07.000,")
     assert "a red object appeared in the lower right" in (out / "timeline.md").read_text()
-    assert "<table>" in (out / "timeline.html").read_text()
     picture = data["sources"][0]["events"][0]["picture"]
     assert picture and (out / picture).is_file()
+    page = (out / "timeline.html").read_text()
+    assert "a red object appeared in the lower right" in page and f'src="{picture}"' in page
 
     again = run(clips["visit"], "--every", "1s", "--out", out)
     assert again.exit_code == 1

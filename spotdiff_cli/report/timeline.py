@@ -20,12 +20,10 @@ report of everything done so far (``"complete": false``), from which ``--resume`
 
 from __future__ import annotations
 
-import base64
 import csv
 import dataclasses
 import glob
 import hashlib
-import html
 import io
 import json
 import os
@@ -43,6 +41,7 @@ from ..errors import OutputError
 from ..frames.timecode import format_timecode
 from ..types import Event, EventSentence, Report
 from .draw import annotated_image
+from .html import timeline_page
 from .subtitles import SUBTITLE_WRITERS
 
 SCHEMA = "spotdiff.timeline/2"
@@ -379,63 +378,9 @@ def write_md(data: dict[str, Any], out: Path) -> bytes:
 
 
 def write_html(data: dict[str, Any], out: Path) -> bytes:
-    """One page: a row per event with an embedded thumbnail; click opens the annotated pair
-    (a file under frames/, so the page stays small for long runs)."""
-    esc = html.escape
-    parts = [
-        "<!doctype html><html lang=en><head><meta charset=utf-8><title>spotdiff timeline</title><style>"
-        "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222}"
-        "table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.4em;text-align:left;vertical-align:top}"
-        "td.t{white-space:nowrap;font-variant-numeric:tabular-nums}img{border:1px solid #ccc}.partial{background:#fff6d5;padding:.5em}"
-        "ul{margin:.3em 0;padding-left:1.2em;color:#555}"
-        "</style></head><body><h1>Timeline of changes</h1>"
-    ]
-    if not data["complete"]:
-        parts.append(
-            "<p class=partial>Partial report: the run stopped before the end; <code>--resume</code> continues it.</p>"
-        )
-    for s in data["sources"]:
-        parts.append(
-            f"<h2>{esc(Path(s['source']).name)}</h2><p><small>{esc(s.get('path', s['source']))}</small></p>"
-        )
-        if s["error"] and not s["events"] and s["complete"]:
-            parts.append(f"<p>Skipped: {esc(s['error'])}</p>")
-            continue
-        if s["error"]:
-            parts.append(f"<p class=partial>Stopped early: {esc(s['error'])}</p>")
-        parts.extend(f"<p class=partial>Warning: {esc(w)}</p>" for w in s.get("warnings", []))
-        parts.append(
-            "<table><tr><th>#</th><th>time</th><th>frames</th><th>what changed</th><th>where</th></tr>"
-        )
-        for e in s["events"]:
-            cell = ""
-            if e["picture"]:
-                thumb_path = out / e["picture"].replace(".jpg", "-thumb.jpg")
-                if thumb_path.is_file():
-                    b64 = base64.b64encode(thumb_path.read_bytes()).decode()
-                    cell = f'<a href="{esc(e["picture"])}"><img alt="event {e["id"]}" src="data:image/jpeg;base64,{b64}"></a>'
-                else:
-                    cell = f'<a href="{esc(e["picture"])}">frame pair</a>'
-            if e.get("clip"):
-                cell += f' <a href="{esc(e["clip"])}">clip</a>'
-            said = _said(e)
-            what = esc(e["text"])
-            if len(said) > 1:
-                items = "".join(f"<li>{esc(x['start_tc'])} {esc(x['text'])}</li>" for x in said)
-                what += f"<ul>{items}</ul>"
-            parts.append(
-                f"<tr><td>{e['id']}</td><td class=t>{esc(_span(e, '–'))}</td>"
-                f"<td class=t>{esc(_frame_span(e, '–'))}</td><td>{what}</td><td>{cell}</td></tr>"
-            )
-        if not s["events"]:
-            parts.append(
-                "<tr><td></td><td class=t>&ndash;</td><td></td><td>no change</td><td></td></tr>"
-            )
-        parts.append(
-            f"</table><p><small>{s['samples']} samples, {s['pairs_analysed']} pairs analysed in full, {s['seconds']:.1f} s</small></p>"
-        )
-    parts.append(f"<p><small>spotdiff {esc(data['tool']['version'])}</small></p></body></html>\n")
-    return "".join(parts).encode()
+    """The timeline page (report/html.py): a time axis of the events, filters by kind and noun,
+    each event's before / after pair, and jumps into the source video."""
+    return timeline_page(data, out)
 
 
 TIMELINE_WRITERS: dict[str, Callable[[dict[str, Any], Path], bytes]] = {

@@ -7,9 +7,7 @@ refuses to overwrite an earlier report unless asked to.
 
 from __future__ import annotations
 
-import base64
 import csv
-import html
 import io
 import json
 from collections.abc import Callable
@@ -24,21 +22,13 @@ from ..errors import OutputError
 from ..types import Report
 from .compose import report_to_dict
 from .draw import annotated_image, mask_image
+from .html import caption_page
 
 
 def _png(image: np.ndarray) -> bytes:
     ok, buf = cv2.imencode(".png", cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
     if not ok:
         raise OutputError("could not encode a PNG image")
-    return buf.tobytes()
-
-
-def _jpeg(image: np.ndarray, quality: int = 88) -> bytes:
-    ok, buf = cv2.imencode(
-        ".jpg", cv2.cvtColor(image, cv2.COLOR_RGB2BGR), [cv2.IMWRITE_JPEG_QUALITY, quality]
-    )
-    if not ok:
-        raise OutputError("could not encode a JPEG image")
     return buf.tobytes()
 
 
@@ -114,38 +104,9 @@ def write_csv(data: dict[str, Any], report: Report) -> bytes:
 
 
 def write_html(data: dict[str, Any], report: Report) -> bytes:
-    """One self-contained page: images embedded, every user-supplied string escaped."""
-    esc = html.escape
-    picture = base64.b64encode(_jpeg(annotated_image(report))).decode()
-    mask = base64.b64encode(_png(mask_image(report))).decode()
-    items = "\n".join(
-        f"<li>{esc(s['text'])} <span class=k>{esc(s['kind'])}</span></li>"
-        for s in data["sentences"]
-    )
-    notes = "".join(f"<p class=note>{esc(n)}</p>" for n in data["notes"])
-    al = data["alignment"]
-    return f"""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>spotdiff: {esc(Path(data["inputs"]["after"]["path"]).name)}</title>
-<style>
-body{{font-family:system-ui,sans-serif;max-width:1200px;margin:2em auto;padding:0 1em;color:#222}}
-img{{max-width:100%;border:1px solid #ccc}} ol{{font-size:1.2em;line-height:1.6}}
-.k{{font-size:.7em;color:#777;border:1px solid #ddd;border-radius:3px;padding:0 .3em}}
-.note{{background:#fff6d5;padding:.5em}} small{{color:#666}} details{{margin-top:1em}}
-</style></head><body>
-<h1>What changed</h1>
-<p><small>before <code>{esc(data["inputs"]["before"]["path"])}</code> &rarr; after <code>{esc(data["inputs"]["after"]["path"])}</code></small></p>
-<ol>
-{items}
-</ol>
-{notes}
-<img alt="before and after with numbered boxes" src="data:image/jpeg;base64,{picture}">
-<details><summary>Change mask and measurements</summary>
-<img alt="change mask" src="data:image/png;base64,{mask}">
-<p>Camera shift dx={al["dx"]}, dy={al["dy"]} px ({esc(al["method"])}); changed area {100 * data["change"]["changed_fraction"]:.2f} %;
-lighting changed: {data["change"]["lighting_changed"]}; model <code>{esc(data["model"])}</code>, spotdiff {esc(data["tool"]["version"])}.</p>
-</details>
-</body></html>
-""".encode()
+    """One self-contained page (report/html.py): the sentences, before and after with numbered
+    boxes drawn over them, the mask; images embedded, every user-supplied string escaped."""
+    return caption_page(data, report)
 
 
 WRITERS: dict[str, Callable[[dict[str, Any], Report], bytes]] = {
