@@ -15,9 +15,10 @@ from . import app
 from .state import errors_to_exit
 
 if TYPE_CHECKING:
-    from ..config import VideoConfig
-    from ..frames.watch import WatchedFolderSource
+    from ..config import AnalysisConfig, VideoConfig
+    from ..frames.base import FrameSource
     from ..report.hooks import EventHook
+    from ..timeline.pipeline import SourceResult
     from ..types import Event
 
 
@@ -99,6 +100,20 @@ def video(
         "--watch-poll",
         help="Look at the --watch folder every this many seconds; a file must be unchanged "
         "for one interval to be read.",
+        rich_help_panel="Live",
+    ),
+    reconnect: int = typer.Option(
+        3,
+        "--reconnect",
+        help="Streams (rtsp://, http(s)://, webcams): after a lost connection, reconnect up to "
+        "this many times in a row (1, 2, 4... s apart), then end with a warning.",
+        rich_help_panel="Live",
+    ),
+    stream_timeout: float = typer.Option(
+        10.0,
+        "--stream-timeout",
+        help="Streams: seconds without data before the connection counts as lost (or the "
+        "address as unreachable).",
         rich_help_panel="Live",
     ),
     config: Optional[Path] = typer.Option(
@@ -197,9 +212,11 @@ def video(
 
     if resume and not out:
         raise UsageError("--resume needs --out DIR (the folder of the run to continue)")
-    live = _watch_request(sources or [], watch, watch_idle, watch_poll, resume)
+    live = _watch_request(sources or [], watch, watch_idle, watch_poll) or _stream_request(
+        sources or [], reconnect, stream_timeout
+    )
     if not sources and live is None:
-        raise UsageError("give a SOURCE (video, folder, glob) or --watch DIR")
+        raise UsageError("give a SOURCE (video, folder, glob, stream URL) or --watch DIR")
     if jsonl == "-" and as_json:
         raise UsageError("--json and --jsonl - both write to stdout; give --jsonl a file path")
     hook = None
@@ -268,16 +285,96 @@ class _Watch:
     poll: float
     idle: Optional[float]
 
-    def open(self, video: VideoConfig) -> WatchedFolderSource:
+    def open(
+        self, video: VideoConfig, previous: Optional[SourceResult], analysis: AnalysisConfig
+    ) -> FrameSource:
+        """The watched folder; resumed, on the time axis of the run it continues (its
+        second 0 is kept in the report), so the files that run took come again with the
+        same times and the checkpoint skips them."""
         from ..frames.watch import watch_folder
 
+        origin = previous.info.get("origin") if previous is not None else None
         return watch_folder(
             self.folder,
             poll=self.poll,
             idle=self.idle,
             fps=video.fps,
             time_pattern=video.time_pattern,
+            origin=origin,
         )
+
+
+@dataclass(frozen=True)
+class _Stream:
+    """A stream URL or webcam given as SOURCE, with --reconnect and --stream-timeout."""
+
+    url: str
+    reconnect: int
+    timeout: float
+
+    def open(
+        self, video: VideoConfig, previous: Optional[SourceResult], analysis: AnalysisConfig
+    ) -> FrameSource:
+        """The stream; resumed, a new session whose times continue the earlier run's axis
+        (its wall-clock second 0, ``info.started_at``), after the last time it processed."""
+        from ..frames.stream import open_stream, parse_started_at
+
+        origin = after = None
+        if previous is not None and previous.info.get("started_at"):
+            origin = parse_started_at(previous.info["started_at"])
+            after = previous.processed_until
+        return open_stream(
+            self.url,
+            timeout=self.timeout,
+            reconnect=self.reconnect,
+            origin=origin,
+            after=after,
+            # Shrunk by ffmpeg, as a file's frames are: the analysis sees the same pixels.
+            max_side=analysis.work_size,
+        )
+
+
+def _stream_request(sources: List[str], reconnect: int, timeout: float) -> Optional[_Stream]:
+    """A stream SOURCE, or None; a stream must be the run's only source: each is read live,
+    at its own pace, so another source would wait for it to end (run one spotdiff per camera)."""
+    from ..errors import UsageError
+    from ..frames.stream import is_stream
+
+    streams = [s for s in sources if is_stream(s)]
+    if not streams:
+        return None
+    if len(sources) > 1:
+        raise UsageError(
+            f"{streams[0]} is a live stream: give it alone (run one spotdiff per camera)"
+        )
+    return _Stream(streams[0], reconnect, timeout)
+
+
+def _next_session(previous: SourceResult) -> SourceResult:
+    """A live source's earlier result, made ready to go on: a run that ended (the stream
+    closed, the watch went idle) continues after everything it found - its events are final,
+    so its end is a checkpoint; an interrupted one continues from its last checkpoint, as a
+    file does."""
+    import dataclasses
+
+    from ..timeline.pipeline import Checkpoint
+
+    if not previous.complete or previous.processed_until is None:
+        return previous
+    point = previous.checkpoint
+    at = previous.processed_until
+    return dataclasses.replace(
+        previous,
+        complete=False,
+        checkpoint=Checkpoint(
+            at=at,
+            # The comparison is rebuilt from here (a watched folder still holds the files).
+            replay_from=min(point.replay_from, at) if point else at,
+            events=len(previous.events),
+            samples=previous.samples,
+            analysed=previous.analysed,
+        ),
+    )
 
 
 def _watch_request(
@@ -285,7 +382,6 @@ def _watch_request(
     watch: Optional[Path],
     idle: Optional[float],
     poll: float,
-    resume: bool,
 ) -> Optional[_Watch]:
     """What --watch asks for, or None without it; the combinations it excludes fail now."""
     from ..errors import UsageError
@@ -296,16 +392,12 @@ def _watch_request(
         return None
     if sources:
         raise UsageError("--watch DIR replaces SOURCE; give one or the other")
-    if resume:
-        # A watch counts time from the first file it takes: a resumed watch would not line up
-        # with the checkpoint of the run it continues.
-        raise UsageError("--resume cannot continue a --watch run yet; start it with --overwrite")
     return _Watch(watch, poll, idle)
 
 
 def _video(
     sources: List[str],
-    watch: Optional[_Watch],
+    watch: Optional[_Watch | _Stream],
     out: Optional[Path],
     resume: bool,
     overwrite: bool,
@@ -342,10 +434,16 @@ def _video(
 
         require_ffmpeg()  # now, not after the analysis
     results = timeline_from_dict(previous) if previous else {}
-    specs: list[str | WatchedFolderSource] = list(sources)
+    specs: list[str | FrameSource] = list(sources)
     if watch is not None:
-        specs = [watch.open(settings.video)]
-        sources = [str(specs[0])]  # the report's name for it: the folder as given
+        if settings.video.clips and isinstance(watch, _Stream):
+            raise UsageError("--clips cuts clips from a file; a live stream has none to cut")
+        # The report's name for it: the folder as given, the URL without its password.
+        name = str(watch.folder) if isinstance(watch, _Watch) else _stream_name(watch.url)
+        if name in results:
+            results[name] = _next_session(results[name])
+        specs = [watch.open(settings.video, results.get(name), settings.analysis)]
+        sources = [str(specs[0])]
 
     def save() -> None:
         if out:
@@ -427,3 +525,9 @@ def _picture(out_dir: str, source: str, event, report) -> str:
     from ..report.timeline import write_event_picture
 
     return write_event_picture(out_dir, source, event, report)
+
+
+def _stream_name(url: str) -> str:
+    from ..frames.stream import redact
+
+    return redact(url, url)

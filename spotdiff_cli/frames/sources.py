@@ -12,6 +12,8 @@ order unless ``kind`` names one. Built-ins:
 ========  =============================================  ==============================
 kind      spec                                            module
 ========  =============================================  ==============================
+stream    ``rtsp://``, ``http(s)://``... URLs, webcams    :mod:`.stream`
+          (``/dev/videoN``, ``webcam:N``)
 files     a list/tuple of image paths (order kept)        :mod:`.folder`
 glob      a pattern with ``*``, ``?`` or ``[``            :mod:`.folder`
 folder    a directory of images                           :mod:`.folder`
@@ -123,6 +125,18 @@ def _open_folder(spec: Any, **options: Any) -> FrameSource:
     return open_folder(spec, **options)
 
 
+def _is_stream(spec: Any) -> bool:
+    from .stream import is_stream  # a few regexes, no decoder
+
+    return is_stream(spec)
+
+
+def _open_stream(spec: Any, **options: Any) -> FrameSource:
+    from .stream import open_stream
+
+    return open_stream(spec, **options)
+
+
 def _open_video(spec: Any, **options: Any) -> FrameSource:
     from .video import VideoSource
 
@@ -132,6 +146,16 @@ def _open_video(spec: Any, **options: Any) -> FrameSource:
 # Options an image sequence takes: its order, and where its frame times come from.
 _SEQUENCE_OPTIONS = frozenset({"sort", "fps", "time_pattern"})
 
+# Streams first: a URL's query ("?a=1") would otherwise look like a glob pattern.
+register_source(
+    SourcePlugin(
+        "stream",
+        _is_stream,
+        _open_stream,
+        frozenset({"timeout", "reconnect"}),
+        "a live stream: rtsp://, http(s):// URL, /dev/video0 or webcam:0",
+    )
+)
 register_source(
     SourcePlugin("files", _is_list, _open_files, _SEQUENCE_OPTIONS, "a list of image files")
 )

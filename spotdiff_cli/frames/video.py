@@ -38,7 +38,14 @@ from ..errors import InputError, UsageError
 from ..types import Frame
 from .base import TIME_EPS, DecodeStats, FrameSource, SourceInfo, next_target
 
-__all__ = ["VideoSource", "Backend", "find_ffmpeg", "available_backends"]
+__all__ = [
+    "VideoSource",
+    "Backend",
+    "FFmpegPipe",
+    "find_ffmpeg",
+    "available_backends",
+    "rgb_pipe_args",
+]
 
 Backend = Literal["auto", "ffmpeg", "opencv"]
 
@@ -376,7 +383,7 @@ class _FFmpegReader:
         self.exe = exe
         self.stats = stats
         self.seek_threshold = FFMPEG_SEEK_THRESHOLD if seek_threshold is None else seek_threshold
-        self._procs: list[subprocess.Popen[bytes]] = []
+        self._procs: list[FFmpegPipe] = []
         self.info, self.start_time = self._probe()
         self.size: tuple[int, int] | None = None  # (w, h) frames are delivered at; None: as decoded
         self.fps = self.info.fps or 25.0
@@ -438,76 +445,18 @@ class _FFmpegReader:
         if limit is not None:
             in_kwargs["t"] = f"{max(limit - (seek or 0.0), 0.001):.6f}"
         stream = ffmpeg.input(str(self.path), **in_kwargs).video
-        # showinfo before select sees every decoded frame (the decode count); the one after it
-        # prints the PTS of each frame that reaches the pipe, in pipe order.
-        stream = stream.filter("showinfo", **_showinfo_options(self.exe))
-        if select is not None:
-            stream = stream.filter("select", select)
         w, h = self.size or (self.info.width, self.info.height)
-        if (w, h) != (self.info.width, self.info.height):
-            # Shrink in ffmpeg, after select and before the RGB conversion: only the kept frames
-            # are scaled, and a 720p stream analysed at 640 px sends a quarter of the bytes
-            # through the pipe. "area" averages like OpenCV's INTER_AREA.
-            stream = stream.filter("scale", w, h, flags="area")
-        stream = stream.filter("showinfo", **_showinfo_options(self.exe))
-        out_kwargs: dict[str, object] = {
-            "format": "rawvideo",
-            "pix_fmt": "rgb24",
-            "fps_mode": "passthrough",
-            "an": None,
-            "sn": None,
-            "dn": None,
-        }
-        if max_frames is not None:
-            out_kwargs["frames:v"] = max_frames
-        args = (
-            stream.output("pipe:", **out_kwargs)
-            .global_args("-hide_banner", "-nostdin", "-nostats")
-            .compile(cmd=self.exe)
-        )
-        proc = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL
-        )
-        self._procs.append(proc)
-        times: queue.Queue[tuple[float | None, int]] = queue.Queue()
-        tail: list[str] = []
-        counter = {"pre": -1}
-
-        def read_stderr() -> None:
-            # The first showinfo instance has the lower parse index; its lines count decoded
-            # frames, the other's give selected frames' timestamps.
-            assert proc.stderr is not None
-            first_idx: int | None = None
-            for raw in proc.stderr:
-                line = raw.decode("utf-8", "replace")
-                m = _SHOWINFO.search(line)
-                if m is None:
-                    if "showinfo" not in line:
-                        tail.append(line.strip())
-                        del tail[:-5]
-                    continue
-                idx = int(m[1])
-                first_idx = idx if first_idx is None else min(first_idx, idx)
-                if idx == first_idx:
-                    counter["pre"] += 1
-                    self.stats.decoded += 1
-                else:
-                    pts = None if m[3] == "NOPTS" else float(m[4])
-                    times.put((pts, counter["pre"]))
-            times.put((None, -1))  # end marker
-
-        reader = threading.Thread(target=read_stderr, daemon=True)
-        reader.start()
-        size = w * h * 3
-        assert proc.stdout is not None
+        # Shrink in ffmpeg, after select and before the RGB conversion: only the kept frames
+        # are scaled, and a 720p stream analysed at 640 px sends a quarter of the bytes
+        # through the pipe.
+        scale = (w, h) if (w, h) != (self.info.width, self.info.height) else None
+        args = rgb_pipe_args(self.exe, stream, select=select, scale=scale, max_frames=max_frames)
+        pipe = FFmpegPipe(args, self.stats)
+        self._procs.append(pipe)
         produced = 0
         last_pts: float | None = None
         try:
-            while True:
-                buf = proc.stdout.read(size)
-                if len(buf) < size:
-                    break
-                pts, n = times.get(timeout=60)
+            for rgb, pts, n in pipe.frames(w, h):
                 if pts is None:
                     # Frame without a timestamp (rare, broken streams): one average frame later.
                     pts = (
@@ -517,19 +466,14 @@ class _FFmpegReader:
                     )
                 last_pts = pts
                 produced += 1
-                self.stats.converted += 1
-                yield np.frombuffer(buf, np.uint8).reshape(h, w, 3), pts - self.start_time, n
+                yield rgb, pts - self.start_time, n
         finally:
-            if proc.poll() is None:
-                proc.kill()
-            proc.stdout.close()
-            proc.wait()
-            reader.join(timeout=5)
-            if proc in self._procs:
-                self._procs.remove(proc)
-        if produced == 0 and proc.returncode not in (0, None, -9) and seek is None:
+            pipe.close()
+            if pipe in self._procs:
+                self._procs.remove(pipe)
+        if produced == 0 and pipe.returncode not in (0, None, -9) and seek is None:
             raise InputError(
-                f"{self.path}: ffmpeg could not decode it ({' '.join(tail[-1:]) or 'no frames'}); {_VIDEO_HINT}"
+                f"{self.path}: ffmpeg could not decode it ({' '.join(pipe.tail[-1:]) or 'no frames'}); {_VIDEO_HINT}"
             )
 
     def _index(self, seek: float | None, n: int, ts: float) -> int:
@@ -588,11 +532,159 @@ class _FFmpegReader:
             yield Frame(pixels=rgb, source=src, timestamp=ts, index=self._index(seek, n, ts))
 
     def close(self) -> None:
-        for proc in list(self._procs):
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait()
+        for pipe in list(self._procs):
+            pipe.close()
         self._procs.clear()
+
+
+# -- the decode pipe (also what frames.stream reads live streams with) ---------------------------
+
+
+def rgb_pipe_args(
+    exe: str,
+    stream: object,
+    *,
+    select: str | None = None,
+    scale: tuple[int | str, int | str] | None = None,
+    max_frames: int | None = None,
+) -> list[str]:
+    """The ffmpeg command line that decodes ``stream`` (an ffmpeg-python input's ``.video``)
+    to raw RGB on stdout, for :class:`FFmpegPipe`.
+
+    showinfo before ``select`` sees every decoded frame (the decode count); the one after it
+    prints the PTS of each frame that reaches the pipe, in pipe order. ``scale``: (w, h) to
+    shrink to, after select ("area" averages like OpenCV's INTER_AREA), as numbers or
+    ffmpeg expressions of ``iw`` / ``ih``. ``max_frames``: stop
+    after this many. Frames leave as rgb24, (h, w, 3) uint8, at their own times (passthrough).
+    """
+    stream = stream.filter("showinfo", **_showinfo_options(exe))  # type: ignore[attr-defined]
+    if select is not None:
+        stream = stream.filter("select", select)
+    if scale is not None:
+        stream = stream.filter("scale", scale[0], scale[1], flags="area")
+    stream = stream.filter("showinfo", **_showinfo_options(exe))
+    out_kwargs: dict[str, object] = {
+        "format": "rawvideo",
+        "pix_fmt": "rgb24",
+        "fps_mode": "passthrough",
+        "an": None,
+        "sn": None,
+        "dn": None,
+    }
+    if max_frames is not None:
+        out_kwargs["frames:v"] = max_frames
+    return (
+        stream.output("pipe:", **out_kwargs)
+        .global_args("-hide_banner", "-nostdin", "-nostats")
+        .compile(cmd=exe)
+    )
+
+
+_DEMUX_ERROR = re.compile(r"Error during demuxing: (.*)")
+
+
+class FFmpegPipe:
+    """One ffmpeg process from :func:`rgb_pipe_args`: raw RGB frames on stdout, each frame's
+    PTS read from showinfo's stderr lines in a thread.
+
+    header: set once ffmpeg has printed the output stream (its size is known: ``out_size``)
+    or has ended. header_text: what ffmpeg printed before that (the input's summary).
+    tail: its last non-showinfo lines (for error messages). demux_error: the last "Error
+    during demuxing" reason (how a network input ended). new_session: start ffmpeg in its
+    own process group, so a terminal's Ctrl-C reaches spotdiff, which then ends it
+    (:meth:`close`), instead of ffmpeg ending first and looking like the end of the input.
+    """
+
+    def __init__(self, args: list[str], stats: DecodeStats, new_session: bool = False) -> None:
+        self.stats = stats
+        self.proc = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            start_new_session=new_session,
+        )
+        self.header = threading.Event()
+        self.header_text = ""
+        self.out_size: tuple[int, int] | None = None
+        self.tail: list[str] = []
+        self.demux_error: str | None = None
+        self._times: queue.Queue[tuple[float | None, int]] = queue.Queue()
+        self._reader = threading.Thread(target=self._read_stderr, daemon=True)
+        self._reader.start()
+
+    @property
+    def returncode(self) -> int | None:
+        return self.proc.returncode
+
+    def _read_stderr(self) -> None:
+        # The first showinfo instance has the lower parse index; its lines count decoded
+        # frames, the other's give the piped frames' timestamps.
+        assert self.proc.stderr is not None
+        first_idx: int | None = None
+        decoded = -1
+        head: list[str] = []
+        output = False
+        try:
+            for raw in self.proc.stderr:
+                line = raw.decode("utf-8", "replace")
+                m = _SHOWINFO.search(line)
+                if m is None:
+                    if "showinfo" in line:
+                        continue
+                    self.tail.append(line.strip())
+                    del self.tail[:-5]
+                    error = _DEMUX_ERROR.search(line)
+                    if error:
+                        self.demux_error = error[1].strip()
+                    if not self.header.is_set():
+                        head.append(line)
+                        output = output or line.startswith("Output #")
+                        stream = _STREAM.search(line) if output else None
+                        if stream is not None:
+                            self.out_size = (int(stream["w"]), int(stream["h"]))
+                            self.header_text = "".join(head)
+                            self.header.set()
+                    continue
+                idx = int(m[1])
+                first_idx = idx if first_idx is None else min(first_idx, idx)
+                if idx == first_idx:
+                    decoded += 1
+                    self.stats.decoded += 1
+                else:
+                    pts = None if m[3] == "NOPTS" else float(m[4])
+                    self._times.put((pts, decoded))
+        finally:
+            if not self.header.is_set():
+                self.header_text = "".join(head)
+                self.header.set()
+            self._times.put((None, -1))  # end marker
+
+    def frames(self, width: int, height: int) -> Iterator[tuple[np.ndarray, float | None, int]]:
+        """(rgb (height, width, 3) uint8, pts s or None, n) per piped frame until ffmpeg ends;
+        ``n`` counts the frames ffmpeg decoded in this process, from 0."""
+        size = width * height * 3
+        assert self.proc.stdout is not None
+        while True:
+            buf = self.proc.stdout.read(size)
+            if len(buf) < size:
+                return
+            pts, n = self._times.get(timeout=60)
+            self.stats.converted += 1
+            yield np.frombuffer(buf, np.uint8).reshape(height, width, 3), pts, n
+
+    def kill(self) -> None:
+        """End ffmpeg now (any thread): a read blocked in :meth:`frames` returns."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+
+    def close(self) -> None:
+        """Kill ffmpeg if still running and reap it, so no process outlives the reader."""
+        self.kill()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        self.proc.wait()
+        self._reader.join(timeout=5)
 
 
 @functools.lru_cache(maxsize=4)

@@ -27,6 +27,7 @@ import threading
 import time
 from collections import deque
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 from ..errors import InputError, UsageError
@@ -68,6 +69,15 @@ def looks_complete(path: Path) -> bool:
     return b"\xff\xd9" in tail
 
 
+@dataclass(frozen=True)
+class WatchInfo(SourceInfo):
+    """:class:`SourceInfo` plus ``origin``: the absolute time (epoch s) of second 0 - the
+    first file's capture or file-name time (None with ``fps``) - which ``--resume`` hands
+    back, so a resumed watch times its files as the run it continues did."""
+
+    origin: float | None = None
+
+
 class WatchedFolderSource(FrameSource):
     """Images in ``folder`` as they arrive; see the module docstring. ``str()`` is the folder
     as given, which is the source's name in the timeline."""
@@ -79,6 +89,7 @@ class WatchedFolderSource(FrameSource):
         idle: float | None = None,
         fps: float | None = None,
         time_pattern: str | None = None,
+        origin: float | None = None,
     ) -> None:
         super().__init__()
         self.folder = Path(folder)
@@ -99,7 +110,8 @@ class WatchedFolderSource(FrameSource):
         self._seen: dict[str, tuple[int, int]] = {}  # name -> (size, mtime_ns) at the last poll
         self._taken: set[str] = set()  # names handed on (or skipped): never looked at again
         self._ready: deque[tuple[Path, float]] = deque()  # taken, in time order, not yet yielded
-        self._origin: float | None = None  # the first file's absolute time: second 0
+        # The first file's absolute time: second 0 (given: a resumed watch keeps its axis).
+        self._origin: float | None = origin
         self._last = -float("inf")  # the latest time handed on, seconds from the origin
         self._last_activity = time.monotonic()
         self._times: list[float] = []  # each file handed on, in order (for frame_number)
@@ -118,7 +130,7 @@ class WatchedFolderSource(FrameSource):
                     + (f" in {self.idle:g} s (--watch-idle)" if self.idle is not None else "")
                 )
             width, height = _image_size(self._ready[0][0])
-            self._info = SourceInfo(
+            self._info = WatchInfo(
                 name=self.folder.name or self._name,
                 kind="watch",
                 width=width,
@@ -128,6 +140,7 @@ class WatchedFolderSource(FrameSource):
                 frame_count=None,
                 backend="pillow",
                 variable_frame_rate=None if self.fps is None else False,
+                origin=self._origin,
             )
         return self._info
 
@@ -272,6 +285,9 @@ def watch_folder(
     idle: float | None = None,
     fps: float | None = None,
     time_pattern: str | None = None,
+    origin: float | None = None,
 ) -> WatchedFolderSource:
     """A :class:`WatchedFolderSource`; pass it to ``describe_video`` as a source."""
-    return WatchedFolderSource(folder, poll=poll, idle=idle, fps=fps, time_pattern=time_pattern)
+    return WatchedFolderSource(
+        folder, poll=poll, idle=idle, fps=fps, time_pattern=time_pattern, origin=origin
+    )
