@@ -7,7 +7,8 @@ phone. Screenshots (desktop and phone) are left in each test's temp folder.
 The reports are made by the installed console script from inputs drawn here: a 10 s clip (a red
 box visits the lower right from 2 s to 7 s, a blue box the upper left from 3 s to 4 s, and the
 light goes up at 8 s), under a file name that is an HTML injection; a synthetic pair with one
-object gone and another new; and the parking-lot example.
+object gone and another new; and the parking-lot example. Where ../shared/media exists, the
+timeline of a real parking-lot clip (with a watched region) is opened too.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from urllib.parse import unquote, urlparse
 import cv2
 import numpy as np
 import pytest
-from conftest import REPO, draw_box, textured_background
+from conftest import REPO, draw_box, media, textured_background
 from console import run_spotdiff
 
 from spotdiff_cli.report.timeline import write_html
@@ -277,3 +278,24 @@ def test_caption_pages_in_a_browser(browser, reports, tmp_path):
         assert phone.fits(f"caption-{name}-phone.png", tmp_path) <= 400
         phone.check_clean([reports[name]])
         assert re.search(r"appeared", phone.page.inner_text(".sentences"))
+
+
+def test_timeline_of_real_footage_in_a_browser(browser, tmp_path):
+    clip = media("intel_car-detection.mp4")
+    out = tmp_path / "real"
+    proc = run_spotdiff("video", clip, "--roi", "200,150,400,250", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads((out / "timeline.json").read_text())["sources"][0]["events"]
+    assert len(events) >= 3
+    for width, height in ((1280, 900), (400, 800)):
+        visit = Visit(browser, out / "timeline.html", width, height)
+        assert min(visit.decoded_widths()) > 0
+        assert visit.page.locator("article.event").count() == len(events)
+        # The car's pictures: the watched region drawn over both halves of each.
+        assert visit.page.locator("rect.roi").count() == 2 * len(events)
+        last = f"s1-e{events[-1]['id']}"
+        visit.page.click(f'a.mark[href="#{last}"]')
+        top = visit.page.evaluate(f"document.getElementById('{last}').getBoundingClientRect().top")
+        assert 0 <= top < height
+        assert visit.fits(f"real-{width}.png", tmp_path) <= width
+        visit.check_clean([out, clip.resolve()])
