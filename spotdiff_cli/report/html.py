@@ -113,13 +113,14 @@ def timeline_page(data: dict[str, Any], out: Path) -> bytes:
 
 
 def _rois(settings: dict[str, Any]) -> list[tuple[int, int, int, int]]:
+    from ..errors import UsageError
     from ..timeline.regions import parse_roi
 
     boxes = []
     for text in (settings.get("video") or {}).get("roi") or []:
         try:
             boxes.append(parse_roi(str(text)))
-        except Exception:  # a hand-edited report: draw what can be read
+        except UsageError:  # a hand-edited report being resumed: draw what can be read
             continue
     return boxes
 
