@@ -168,6 +168,16 @@ class VideoConfig:
     # pattern (e.g. "%Y%m%d_%H%M%S" for cam_20240501_120000.jpg; see frames/folder.py).
     time_pattern: str | None = None
     jobs: int = 1
+    # Where the work runs: "local" (this process, or `jobs` processes, one per source) or "dask"
+    # (dask.distributed: a LocalCluster of `workers` processes here, or the running cluster at
+    # `scheduler`, e.g. tcp://10.0.0.5:8786). Dask splits work by source and long videos into
+    # `chunk`-long pieces of video time; the merged timeline is the local run's (see
+    # timeline/distributed.py). 10 minutes keeps short clips whole and the per-chunk start-up
+    # and overlap small next to the chunk's own work.
+    engine: str = "local"
+    scheduler: str | None = None
+    workers: int | None = None  # None: 2 local workers (one per core of a small machine)
+    chunk: str = "10m"
     # Events as intervals, DVR-Scan's way (time syntax, as --every). The reported interval is
     # widened by pad_before / pad_after and clipped to the source (DVR-Scan pads 1.5 s / 2 s
     # for its clips; here 0, so a timeline's times are when the change was seen). An event
@@ -201,6 +211,21 @@ class VideoConfig:
             ),
             (self.merge_gap >= 0, "--merge-gap must be 0 or more samples"),
             (self.jobs >= 1, "--jobs must be at least 1"),
+            (self.engine in ("local", "dask"), "--engine must be local or dask"),
+            (
+                self.engine == "dask" or (self.scheduler is None and self.workers is None),
+                "--scheduler and --workers are for --engine dask; add --engine dask",
+            ),
+            (
+                self.scheduler is None or self.workers is None,
+                "--workers sizes the cluster started here; a running cluster (--scheduler) "
+                "has its own workers: give one of them",
+            ),
+            (self.workers is None or self.workers >= 1, "--workers must be at least 1"),
+            (
+                self.engine == "local" or self.jobs == 1,
+                "--jobs is for --engine local; with --engine dask give --workers N",
+            ),
             (
                 self.backend in ("auto", "ffmpeg", "opencv"),
                 "--backend must be auto, ffmpeg or opencv",
@@ -218,7 +243,7 @@ class VideoConfig:
         for ok, message in checks:
             if not ok:
                 raise UsageError(message)
-        from .frames.timecode import parse_time
+        from .frames.timecode import parse_every, parse_time
 
         for option, value in (
             ("--pad-before", self.pad_before),
@@ -228,6 +253,9 @@ class VideoConfig:
             ("--describe-every", self.describe_every),
         ):
             parse_time(value, what=option)
+        chunk = parse_every(self.chunk, what="--chunk")
+        if chunk.seconds is None:
+            raise UsageError("--chunk is video time, not frames: e.g. --chunk 10m")
         if self.time_pattern:
             from .frames.folder import compile_time_pattern
 

@@ -71,3 +71,21 @@ def require_training_extra(what: str) -> None:
             if exc.name is None:
                 exc.name = name
             raise MissingExtraError(missing_extra_message(what, exc)) from exc
+
+
+SCALE_EXTRA = "scale"
+# What ``spotdiff video --engine dask`` imports (timeline/distributed.py).
+SCALE_MODULES: tuple[str, ...] = ("dask", "distributed")
+
+
+def require_scale_extra(what: str) -> None:
+    """Import dask and distributed, or raise ``MissingExtraError`` naming the ``scale`` extra:
+    ``--engine dask needs the scale extra: pip install 'spotdiff[scale]'``."""
+    for name in SCALE_MODULES:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            message = f"{what} needs the scale extra: {install_hint(SCALE_EXTRA)}"
+            if not (isinstance(exc, ModuleNotFoundError) and (exc.name or name) in SCALE_MODULES):
+                message += f" (installed, but `import {name}` failed: {exc})"
+            raise MissingExtraError(message) from exc

@@ -57,6 +57,33 @@ def video(
     jobs: Optional[int] = typer.Option(
         None, "--jobs", "-j", help="Process this many sources at once. \\[default: 1]"
     ),
+    engine: Optional[str] = typer.Option(
+        None,
+        "--engine",
+        help="local, or dask: sources and --chunk pieces of long videos on a Dask cluster "
+        "(pip install 'spotdiff\\[scale]'). \\[default: local]",
+        rich_help_panel="Scale out",
+    ),
+    scheduler: Optional[str] = typer.Option(
+        None,
+        "--scheduler",
+        help="Use the running Dask cluster at tcp://HOST:PORT (workers read SOURCE by the "
+        "same path or URL). \\[default: a cluster started on this machine]",
+        rich_help_panel="Scale out",
+    ),
+    workers: Optional[int] = typer.Option(
+        None,
+        "--workers",
+        help="Worker processes of the cluster started on this machine. \\[default: 2]",
+        rich_help_panel="Scale out",
+    ),
+    chunk: Optional[str] = typer.Option(
+        None,
+        "--chunk",
+        help="Cut videos longer than this into pieces of video time described in parallel; "
+        "the timeline is the same. \\[default: 10m]",
+        rich_help_panel="Scale out",
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the timeline JSON to stdout."),
     on_event: Optional[str] = typer.Option(
         None,
@@ -265,6 +292,10 @@ def video(
                     fps=fps,
                     time_pattern=time_pattern,
                     jobs=jobs,
+                    engine=engine,
+                    scheduler=scheduler,
+                    workers=workers,
+                    chunk=chunk,
                     pad_before=pad_before,
                     pad_after=pad_after,
                     min_length=min_length,
@@ -436,6 +467,9 @@ def _video(
     results = timeline_from_dict(previous) if previous else {}
     specs: list[str | FrameSource] = list(sources)
     if watch is not None:
+        what = "--watch follows a folder" if isinstance(watch, _Watch) else "a stream is read"
+        if settings.video.engine == "dask":
+            raise UsageError(f"{what} on this machine; leave out --engine dask")
         if settings.video.clips and isinstance(watch, _Stream):
             raise UsageError("--clips cuts clips from a file; a live stream has none to cut")
         # The report's name for it: the folder as given, the URL without its password.

@@ -241,11 +241,17 @@ def timeline_from_dict(data: dict[str, Any]) -> dict[str, Any]:
 # -- pictures ----------------------------------------------------------------------------------
 
 
-def write_event_picture(out_dir: str | Path, source: str, event: Event, report: Report) -> str:
-    """Write the event's annotated frame pair and a thumbnail (the after half, boxes drawn)
-    under ``out_dir/frames``; return the pair's path relative to ``out_dir``."""
-    out = Path(out_dir) / FRAMES_DIR
-    stem = f"{source_stem(source)}-event-{event.id:04d}"
+@dataclasses.dataclass(frozen=True)
+class EventPicture:
+    """An event's picture, encoded: what a Dask worker sends back instead of writing files
+    (the file name holds the event's number, which only the merge knows)."""
+
+    pair: bytes  # JPEG: before | after, boxes drawn
+    thumb: bytes  # JPEG: the after half, 240 px wide
+
+
+def render_event_picture(report: Report) -> EventPicture:
+    """The annotated frame pair and a thumbnail (the after half, boxes drawn), as JPEG bytes."""
     picture = annotated_image(report)
     width = report.analysis.pair.before.pixels.shape[1]
     after_half = picture[:, picture.shape[1] - width :]
@@ -254,8 +260,20 @@ def write_event_picture(out_dir: str | Path, source: str, event: Event, report: 
         (240, max(1, round(after_half.shape[0] * 240 / width))),
         interpolation=cv2.INTER_AREA,
     )
-    atomic_write_bytes(out / f"{stem}.jpg", _jpeg(picture, 85))
-    atomic_write_bytes(out / f"{stem}-thumb.jpg", _jpeg(thumb, 80))
+    return EventPicture(_jpeg(picture, 85), _jpeg(thumb, 80))
+
+
+def write_event_picture(
+    out_dir: str | Path, source: str, event: Event, report: Report | EventPicture
+) -> str:
+    """Write the event's annotated frame pair and a thumbnail under ``out_dir/frames``; return
+    the pair's path relative to ``out_dir``. report: the pair's report, or its picture already
+    rendered (``render_event_picture``, on a Dask worker)."""
+    out = Path(out_dir) / FRAMES_DIR
+    stem = f"{source_stem(source)}-event-{event.id:04d}"
+    picture = report if isinstance(report, EventPicture) else render_event_picture(report)
+    atomic_write_bytes(out / f"{stem}.jpg", picture.pair)
+    atomic_write_bytes(out / f"{stem}-thumb.jpg", picture.thumb)
     return f"{FRAMES_DIR}/{stem}.jpg"
 
 

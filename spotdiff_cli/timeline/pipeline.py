@@ -47,6 +47,7 @@ ProgressFn = Callable[[float, float | None, int], None]  # (position s, duration
 EventFn = Callable[[Event, Report], str | None]  # returns the picture's file name, if written
 UpdateFn = Callable[["SourceResult"], None]
 ClosedFn = Callable[[Event], None]  # an event that is final: closed, numbered, pictured
+CheckpointFn = Callable[["Checkpoint"], bool]  # True: stop the run at this checkpoint
 
 
 @dataclass(frozen=True)
@@ -334,6 +335,7 @@ def describe_source(
     on_closed: ClosedFn | None = None,
     previous: SourceResult | None = None,
     update_every: float = 2.0,
+    on_checkpoint: CheckpointFn | None = None,
 ) -> SourceResult:
     """Describe one video / folder / file list as a list of events.
 
@@ -344,6 +346,9 @@ def describe_source(
     previous: a partial result of an earlier run of this source (``timeline_from_dict``): the
         run continues from its last checkpoint, keeps the events found before it and returns
         the merged result - the same events, ids and counts an uninterrupted run gives.
+    on_checkpoint: called with each checkpoint as it is taken; returning True ends the run
+        there (a distributed chunk ends at its first checkpoint past its nominal end; see
+        ``timeline.distributed``): the result is returned not complete, resumable from it.
     A frame that cannot be read is skipped and reported; an error that ends the source early
     keeps every event found (``error`` set, ``complete`` False, so ``--resume`` can continue).
     """
@@ -355,13 +360,7 @@ def describe_source(
     result = _continued(previous, name)
     started = time.perf_counter()
     seconds_before = result.seconds
-    source = open_source(
-        spec,
-        backend=video.backend,
-        sort=video.sort,
-        fps=video.fps,
-        time_pattern=video.time_pattern,
-    )
+    source = open_spec(spec, video)
     try:
         info = source.info
         result.info = dataclasses.asdict(info)
@@ -400,6 +399,7 @@ def describe_source(
             describe_every=setting_seconds(video.describe_every, "--describe-every", info.fps),
         )
         last_described: tuple[list[Detection], Report | None] = ([], None)
+        stopped = False
         try:
             # Three stages on three threads: decoding, the pixel analysis of each changed pair,
             # and here the captions and events. Captions need the previous pair's recognition
@@ -474,6 +474,9 @@ def describe_source(
                             sample.active,
                             sample.found,
                         )
+                        if on_checkpoint is not None and on_checkpoint(result.checkpoint):
+                            stopped = True
+                            break
                     if len(source.stats.skipped) > seen_skips:
                         result.warnings.extend(source.stats.skipped[seen_skips:])
                         seen_skips = len(source.stats.skipped)
@@ -497,6 +500,9 @@ def describe_source(
                 _publish(result, builder, source, started, seconds_before, on_update)
             raise
         result.warnings.extend(source.stats.skipped[seen_skips:])
+        if stopped:  # nothing is open at a checkpoint: the result is final up to it
+            result.decoded = source.stats.decoded
+            return result
         for event in builder.finish():
             _close(result, _with_picture(event, reports, on_event), on_closed)
         result.events.sort(key=lambda e: (e.start, e.id))
@@ -508,6 +514,17 @@ def describe_source(
         source.close()
         result.seconds = seconds_before + time.perf_counter() - started
     return result
+
+
+def open_spec(spec: Any, video: VideoConfig) -> Any:
+    """Open a video, folder or file list with the settings that say how to read it."""
+    return open_source(
+        spec,
+        backend=video.backend,
+        sort=video.sort,
+        fps=video.fps,
+        time_pattern=video.time_pattern,
+    )
 
 
 def _continued(previous: SourceResult | None, name: str) -> SourceResult:
@@ -641,13 +658,30 @@ def describe_sources(
     others go on. ``resume``: partial results of an earlier run, by source name (finished
     sources are returned as they are, unfinished ones continued). ``on_closed(source, event)``:
     once per event when it is final; with several jobs, for each source when its worker
-    returns (a worker process cannot call back), in the order sources finish.
+    returns (a worker process cannot call back), in the order sources finish; on Dask
+    (``settings.video.engine``, see ``timeline.distributed``), as each chunk joins the timeline.
     ``update_every``: seconds between ``on_update`` calls while a source runs (0: after every
     sample, for live sources whose report must follow each upload)."""
     check_syntax(settings.video)
     resume = resume or {}
     todo = [s for s in specs if str(s) not in resume or not resume[str(s)].complete]
-    if settings.video.jobs > 1 and len(todo) > 1:
+    if settings.video.engine == "dask" and todo:
+        from .distributed import describe_distributed  # imports dask: only when asked for
+
+        finished = {
+            r.source: r
+            for r in describe_distributed(
+                todo,
+                settings,
+                on_progress=on_progress,
+                on_event=on_event,
+                on_update=on_update,
+                on_error=on_error,
+                on_closed=on_closed,
+                resume=resume,
+            )
+        }
+    elif settings.video.jobs > 1 and len(todo) > 1:
         finished = {
             r.source: r
             for r in _describe_parallel(todo, settings, on_event, on_error, resume, on_closed)
