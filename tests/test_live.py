@@ -228,3 +228,69 @@ def test_watch_reads_times_from_file_names_like_the_folder_run(tmp_path):
     assert expected and summary(json.loads(watched.stdout)["sources"][0]["events"]) == summary(
         expected
     )
+
+
+# -- --watch --resume ---------------------------------------------------------------------------
+
+
+def watch_run(live: Path, out: Path, *args: object):
+    return run(
+        "--watch", live, "--watch-poll", POLL, "--watch-idle", 0.5, "--out", out,
+        "--jsonl", out.parent / "e.jsonl", *args,
+    )  # fmt: skip
+
+
+def test_resuming_a_watch_goes_on_with_the_new_files_only(tmp_path):
+    """A watch that went idle after frame 6, resumed once frames 7-11 arrived: the files it
+    took are not taken again, and the report and stream are what one watch of all 12 gives."""
+    live = tmp_path / "live"
+    live.mkdir()
+    for i in range(7):
+        (live / f"f{i:03d}.png").write_bytes(png(i))
+    out = tmp_path / "r"
+    first = watch_run(live, out, "--fps", "1")
+    assert first.exit_code == 0, first.output
+    before = json.loads((out / "timeline.json").read_text())["sources"][0]
+    assert before["complete"] and before["samples"] == 7 and before["events"]
+
+    for i in range(7, FRAMES):
+        (live / f"f{i:03d}.png").write_bytes(png(i))
+    again = watch_run(live, out, "--resume")  # --fps 1 comes from the report's settings
+    assert again.exit_code == 0, again.output
+    after = json.loads((out / "timeline.json").read_text())["sources"][0]
+    assert after["complete"] and after["samples"] == FRAMES
+    assert summary(after["events"]) == summary(plain_events(live))
+    assert summary(after["events"][: len(before["events"])]) == summary(before["events"])
+    ids = [json.loads(x)["event"]["id"] for x in (tmp_path / "e.jsonl").read_text().splitlines()]
+    assert ids == [e["id"] for e in after["events"]]  # each sent once, in order
+
+
+def test_a_resumed_watch_keeps_its_time_axis_when_old_files_are_gone(tmp_path):
+    """Times from file names: second 0 is the first file's time, kept in the report, so a
+    resumed watch whose folder was cleaned up still times new files as the first run did."""
+    live = tmp_path / "live"
+    live.mkdir()
+    pattern = "%Y%m%d_%H%M%S"
+
+    def name(i: int) -> str:  # one snapshot every 10 s
+        return f"cam_20240501_12{i * 10 // 60:02d}{i * 10 % 60:02d}.png"
+
+    for i in range(7):
+        (live / name(i)).write_bytes(png(i))
+    out = tmp_path / "r"
+    first = watch_run(live, out, "--time-pattern", pattern, "--every", "10s")
+    assert first.exit_code == 0, first.output
+    before = json.loads((out / "timeline.json").read_text())["sources"][0]
+    assert before["info"]["origin"] is not None
+
+    for i in range(6):  # the uploads processed are cleaned up; the last one stays
+        (live / name(i)).unlink()
+    for i in range(7, FRAMES):
+        (live / name(i)).write_bytes(png(i))
+    again = watch_run(live, out, "--resume")
+    assert again.exit_code == 0, again.output
+    after = json.loads((out / "timeline.json").read_text())["sources"][0]
+    assert after["samples"] == FRAMES and after["processed_until"] == 110.0
+    new = after["events"][len(before["events"]) :]
+    assert new and all(e["start"] > 60.0 for e in new)  # on the first run's axis
+    assert [e["id"] for e in after["events"]] == list(range(1, len(after["events"]) + 1))

@@ -90,7 +90,7 @@ def listening(port: int) -> bool:
     return False
 
 
-def serve_http(source: Path, port: int, readrate: float = 4.0, *extra: str) -> subprocess.Popen:
+def serve_http(source: Path, port: int, readrate: float = 8.0, *extra: str) -> subprocess.Popen:
     """The clip as a live MPEG-TS stream on http://127.0.0.1:port/ for one client, paced at
     ``readrate`` times real time; returns once the server listens."""
     server = subprocess.Popen(
@@ -201,7 +201,7 @@ class RtspServer:
     the requests and relays the packets interleaved on the RTSP connection (RTP over TCP),
     then closes the connection when the clip ends (the stream's end)."""
 
-    def __init__(self, source: Path, readrate: float = 4.0) -> None:
+    def __init__(self, source: Path, readrate: float = 8.0) -> None:
         self.source, self.readrate = source, readrate
         self.listener = socket.socket()
         self.listener.bind(("127.0.0.1", 0))
@@ -420,6 +420,8 @@ class StallingRelay:
             sock.close()
 
 
+# Slow: it waits out two socket timeouts and the backoff between reconnects (~14 s).
+@pytest.mark.slow
 def test_a_dropped_connection_reconnects_then_gives_up_with_a_warning(clip, tmp_path):
     total = len(
         subprocess.run(
@@ -429,7 +431,7 @@ def test_a_dropped_connection_reconnects_then_gives_up_with_a_warning(clip, tmp_
         ).stdout
     )  # fmt: skip
     ports = [free_port(), free_port()]
-    servers = [serve_http(clip, port, 4.0) for port in ports]
+    servers = [serve_http(clip, port) for port in ports]
     # Each connection carries two thirds of the clip, then stalls.
     relay = StallingRelay(ports, stall_after=total * 2 // 3)
     out = tmp_path / "r"
@@ -548,7 +550,7 @@ def test_resume_appends_a_new_session_of_a_stream_with_ids_continuing(clip, tmp_
 
 def test_a_stream_source_can_be_read_from_python(clip):
     port = free_port()
-    server = serve_http(clip, port, 8.0)
+    server = serve_http(clip, port)
     try:
         with StreamSource(f"http://127.0.0.1:{port}/", timeout=5) as source:
             assert (source.info.width, source.info.height) == (160, 120)
