@@ -77,26 +77,25 @@ def clevr_descriptions(root: Path, max_objects: int = 3) -> Descriptions:
 
 
 def synth_descriptions(root: Path, split: str) -> Descriptions:
-    """Descriptions of the synthetic benchmark's pairs from the changes its gold file records."""
-    from ...data import load_dataset
-
-    data = load_dataset(root, split, "auto", require_images=False)
+    """Descriptions of the synthetic benchmark's pairs from the changes its gold file records
+    (``annotations/<split>_gold.json``: ``[{img_id, changes: [{type, kind, colour, new_colour}]}]``,
+    read here directly: the captioners sit below the data layer)."""
+    records = json.loads((root / "annotations" / f"{split}_gold.json").read_text(encoding="utf-8"))
     out: Descriptions = {}
-    for pair in data.pairs:
+    for record in records:
         before: list[str] = []
         after: list[str] = []
-        for change in pair.gold:
-            kind, colour = change.get("kind"), change.get("colour")
+        for change in record.get("changes") or []:
+            kind, colour, what = change.get("kind"), change.get("colour"), change.get("type")
             if not kind or not colour:
                 continue
-            kind_type = change.get("type")
-            if kind_type in ("disappear", "move", "colour"):
+            if what in ("disappear", "move", "colour"):
                 before.append(f"there is a {colour} {kind}")
-            if kind_type in ("appear", "move"):
+            if what in ("appear", "move"):
                 after.append(f"there is a {colour} {kind}")
-            if kind_type == "colour" and change.get("new_colour"):
+            if what == "colour" and change.get("new_colour"):
                 after.append(f"there is a {change['new_colour']} {kind}")
-        out[pair.id] = (tuple(before), tuple(after))
+        out[str(record["img_id"])] = (tuple(before), tuple(after))
     return out
 
 
