@@ -381,16 +381,18 @@ def _stream_request(sources: List[str], reconnect: int, timeout: float) -> Optio
     return _Stream(streams[0], reconnect, timeout)
 
 
-def _next_session(previous: SourceResult) -> SourceResult:
-    """A live source's earlier result, made ready to go on: a run that ended (the stream
-    closed, the watch went idle) continues after everything it found - its events are final,
-    so its end is a checkpoint; an interrupted one continues from its last checkpoint, as a
-    file does."""
+def _next_session(previous: SourceResult, replayable: bool) -> SourceResult:
+    """A live source's earlier result, made ready to go on. A run that ended (the stream
+    closed, the watch went idle) continues after everything it found: its events are final,
+    so its end is a checkpoint. An interrupted watch (``replayable``: its files are still
+    there) continues from its last checkpoint, as a file does; an interrupted stream cannot
+    be read again, so it too keeps every event it closed and goes on from where it stopped
+    (the events still open then are lost with the footage)."""
     import dataclasses
 
     from ..timeline.pipeline import Checkpoint
 
-    if not previous.complete or previous.processed_until is None:
+    if previous.processed_until is None or (replayable and not previous.complete):
         return previous
     point = previous.checkpoint
     at = previous.processed_until
@@ -475,7 +477,7 @@ def _video(
         # The report's name for it: the folder as given, the URL without its password.
         name = str(watch.folder) if isinstance(watch, _Watch) else _stream_name(watch.url)
         if name in results:
-            results[name] = _next_session(results[name])
+            results[name] = _next_session(results[name], isinstance(watch, _Watch))
         specs = [watch.open(settings.video, results.get(name), settings.analysis)]
         sources = [str(specs[0])]
 
