@@ -574,3 +574,28 @@ def test_a_stream_source_can_be_read_from_python(clip):
         stop(server)
     assert [f.timestamp for f in frames] == pytest.approx([0, 2, 4, 6, 8, 10])
     assert all(f.pixels.shape == (60, 80, 3) for f in frames)
+
+
+@pytest.mark.slow  # real time: the point is how times follow the clock (~8 s)
+def test_an_mjpeg_camera_is_timed_by_arrival(clip):
+    """MJPEG over HTTP (multipart/x-mixed-replace, the cheap IP camera's feed) has no frame
+    times: ffmpeg numbers frames at a guessed 25 fps, which would make this 5 fps clip run 5x
+    slow. Its frames are timed by when they arrive instead."""
+    port = free_port()
+    server = subprocess.Popen(
+        [FFMPEG, "-hide_banner", "-loglevel", "error", "-re", "-t", "6", "-i", str(clip),
+         "-an", "-c:v", "mjpeg", "-q:v", "5", "-f", "mpjpeg", "-listen", "1",
+         f"http://127.0.0.1:{port}/"],
+        stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        while not listening(port):
+            assert server.poll() is None
+            time.sleep(0.05)
+        with StreamSource(f"http://127.0.0.1:{port}/", timeout=5) as source:
+            frames = list(source.sample("1s"))
+    finally:
+        stop(server)
+    # 6 s of camera: about 6 one-second samples (25 fps numbering would give 30 frames
+    # timed 0-1.2 s, so two samples).
+    assert 4 <= len(frames) <= 8, [f.timestamp for f in frames]

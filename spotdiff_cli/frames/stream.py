@@ -5,7 +5,8 @@ A live stream cannot seek and has no end known in advance, so it is read once, f
 by one ffmpeg process (:class:`~.video.FFmpegPipe`, the pipe video files are read with):
 
 - **Stream time.** A frame's time is its presentation time counted from the first frame, as
-  for a file (so a stream served from a file gives that file's times). ``info.started_at`` is
+  for a file (so a stream served from a file gives that file's times); formats without frame
+  times (an MJPEG camera's multipart feed) are timed by arrival. ``info.started_at`` is
   the wall-clock time (UTC, ISO 8601) of second 0, so an event at ``t`` happened at
   ``started_at + t``. After a reconnect the new connection's times restart, so its first
   frame is placed at the wall-clock time elapsed since second 0: the time axis stays the wall
@@ -66,6 +67,10 @@ _QUEUE = 32  # samples waiting for the analysis before the oldest is dropped
 # How ffmpeg says its input ended because the server closed it (not a failure): an HTTP or TCP
 # server that closes the connection gives EIO, a file or a closed pipe EOF.
 _CLOSED_BY_SERVER = ("End of file", "Input/output error")
+# Formats whose frames carry no capture time: ffmpeg numbers them at a guessed 25 fps (an MJPEG
+# camera sending 5 fps would run 5x slow), so their time is when they arrive.
+_UNTIMED_FORMATS = frozenset({"mpjpeg", "mjpeg", "jpeg_pipe", "png_pipe", "image2pipe"})
+_INPUT_FORMAT = re.compile(r"Input #0, ([\w,]+), from")
 
 
 def is_stream(spec: Any) -> bool:
@@ -157,6 +162,8 @@ class StreamSource(FrameSource):
                 "reading a live stream needs ffmpeg; install imageio-ffmpeg (or put ffmpeg on PATH)"
             )
         self._stop = threading.Event()
+        self._last_error = "no answer"  # why the latest connection attempt failed
+        self._arrival_times = False  # the format has no timestamps (see _UNTIMED_FORMATS)
         self._lock = threading.Lock()
         self._pipe: FFmpegPipe | None = None
         self._info: StreamInfo | None = None
@@ -251,6 +258,8 @@ class StreamSource(FrameSource):
             if dur and dur[1] is not None:  # "Duration: N/A" for a live stream
                 duration = int(dur[1]) * 3600 + int(dur[2]) * 60 + float(dur[3])
             assert pipe.out_size is not None
+            fmt = _INPUT_FORMAT.search(header)
+            self._arrival_times = bool(fmt) and bool(_UNTIMED_FORMATS & set(fmt[1].split(",")))
             width, height = (int(stream["w"]), int(stream["h"])) if stream else pipe.out_size
             # Second 0 is the first frame, captured about when the connection opened.
             self._clock0, self._wall0 = self._opened
@@ -295,9 +304,9 @@ class StreamSource(FrameSource):
                     if floor is not None:
                         offset = max(offset, floor + TIME_EPS * 4)
                     first_pts = pts
-                if pts is None or first_pts is None:
+                if pts is None or first_pts is None or self._arrival_times:
                     # No timestamps: the arrival time is the best there is.
-                    t = time.monotonic() - self._clock0
+                    t = max(time.monotonic() - self._clock0, offset)
                 else:
                     t = offset + pts - first_pts
                 if last is not None and t <= last:
