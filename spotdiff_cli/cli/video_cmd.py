@@ -27,7 +27,8 @@ if TYPE_CHECKING:
 def video(
     sources: Optional[List[str]] = typer.Argument(
         None,
-        help="Videos (mp4, mkv, avi, mov, gif...), folders of images, or globs.",
+        help="Videos (mp4, mkv, avi, mov, gif...), folders of images, globs, or one live "
+        "stream: rtsp://..., http(s)://..., /dev/video0 or webcam:0.",
         show_default=False,
     ),
     every: Optional[str] = typer.Option(

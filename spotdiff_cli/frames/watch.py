@@ -18,6 +18,10 @@ warning (in ``stats.skipped``, as unreadable files are).
 The stream ends after ``idle`` seconds in which no file appeared or changed (None: never, until
 the run is interrupted); :meth:`WatchedFolderSource.interrupt` ends it at once from another
 thread, which is how Ctrl-C stops a reader thread waiting for the next upload.
+
+A resumed watch (``--resume``) is given ``origin``, the absolute time of second 0 that the run
+it continues kept in its report (``info.origin``): the files it took come again with the same
+times (and the pipeline's checkpoint passes over them), even once early uploads are deleted.
 """
 
 from __future__ import annotations
