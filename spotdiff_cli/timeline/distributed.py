@@ -480,24 +480,59 @@ class _Run:
 
     # the loop
 
-    def wait(self) -> dict[str, SourceResult]:
-        for future in self.pending:
-            kind, name, j = self.tags.pop(future.key)
-            src = self.sources.get(name)
-            if future.status == "cancelled" or (src is not None and src.done):
-                continue
-            if future.status != "finished":
-                what = f"reading {name}" if kind == PROBE else f"{name} chunk {j + 1}"
-                self._failed(name, what, future.exception())
-                continue
-            value = future.result()
-            future.release()
-            if kind == PROBE:
-                self._planned(name, value)
-            else:
-                assert src is not None
-                self._arrived(src, kind, j, value)
+    def wait(self, stop: threading.Event) -> dict[str, SourceResult]:
+        """Handle tasks as they finish until none is left. ``stop`` (Ctrl-C seen) ends the
+        loop with KeyboardInterrupt before anything else is merged."""
+        while not self.pending.is_empty():
+            ready = self.pending.next_batch(block=False) if self.pending.has_ready() else []
+            if not ready:
+                stop.wait(0.05)
+            for future in ready:
+                if stop.is_set():
+                    break
+                self._handle(future)
+            if stop.is_set():
+                raise KeyboardInterrupt
         return self.results
+
+    def _handle(self, future: Any) -> None:
+        kind, name, j = self.tags.pop(future.key)
+        src = self.sources.get(name)
+        if future.status == "cancelled" or (src is not None and src.done):
+            return
+        if future.status != "finished":
+            what = f"reading {name}" if kind == PROBE else f"{name} chunk {j + 1}"
+            self._failed(name, what, future.exception())
+            return
+        value = future.result()
+        future.release()
+        if kind == PROBE:
+            self._planned(name, value)
+        else:
+            assert src is not None
+            self._arrived(src, kind, j, value)
+
+
+@contextlib.contextmanager
+def _noticing_ctrl_c(stop: threading.Event) -> Iterator[None]:
+    """Ctrl-C raises KeyboardInterrupt as usual and also sets ``stop``: Dask runs callbacks
+    (its garbage-collection diagnostics) that print an interrupt raised inside them and drop
+    it, after which the run would go on and merge chunks whose decoders the same Ctrl-C
+    ended - as if the video stopped there. The merge loop checks ``stop`` too."""
+    main = threading.current_thread() is threading.main_thread()
+    if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+        yield  # Ctrl-C is not turned into KeyboardInterrupt here: leave it alone
+        return
+
+    def interrupted(signum: int, frame: Any) -> None:
+        stop.set()
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, interrupted)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def dask_setup(worker: Any) -> None:
@@ -558,7 +593,9 @@ def connect(video: VideoConfig) -> Iterator[Any]:
             threads_per_worker=1,
             processes=True,
             dashboard_address=None,
-            silence_logs=logging.ERROR,
+            # Workers busy in a chunk when the cluster shuts down log tracebacks about lost
+            # heartbeats; what matters reaches this process as task results and errors.
+            silence_logs=logging.CRITICAL,
             preload=[__name__],  # dask_setup below, in each worker process
         )
     try:
@@ -605,13 +642,15 @@ def describe_distributed(
         on_closed=on_closed,
         on_merge=on_merge,
     )
+    stop = threading.Event()
     with contextlib.ExitStack() as stack:
+        stack.enter_context(_noticing_ctrl_c(stop))
         if client is None:
             client = stack.enter_context(connect(settings.video))
         run = _Run(client, settings, callbacks)
         try:
             run.start(specs, resume or {})
-            results = run.wait()
+            results = run.wait(stop)
         except BaseException:
             # Ctrl-C or a bug: nothing more is merged; the cluster (if started here) shuts down
             # on leaving, and the report on disk holds what was merged (on_update).
