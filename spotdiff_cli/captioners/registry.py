@@ -27,6 +27,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "spotdiff_cli.captioners.spot_the_diff",
     "spotdiff_cli.captioners.duda",
     "spotdiff_cli.captioners.onediff",
+    "spotdiff_cli.captioners.clip4idc",
 )
 
 
