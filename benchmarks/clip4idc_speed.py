@@ -1,0 +1,99 @@
+"""CPU inference cost of ``clip4idc`` per pair, against ``duda`` measured in the same run (not part
+of the test suite).
+
+    .venv/bin/python benchmarks/clip4idc_speed.py [--pairs 20] [--threads 1] \
+        [--weights clip4idc=runs/c4/best.pt --weights duda=runs/duda/best.pt]
+
+Without ``--weights`` every model is untrained at the sizes of ``training/*-clevr-cpu.yaml`` (an
+untrained decoder rarely ends early, so its sentences run to ``--max-len`` words: an upper bound);
+with a checkpoint, its own sizes and sentence lengths. Each model decodes one pair at a time
+(greedy, as ``spotdiff caption``) from efficientnet-lite0-shaped grids (1280 x 7 x 7); the
+backbone's cost, the same for both, is printed by ``benchmarks/onediff_speed.py``. Also timed:
+clip4idc's retrieval embeddings of one pair and one caption (the pair's v and the text encoder's
+g), which captioning does not need. Prints milliseconds per pair and ratios to duda's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from onediff_speed import WORDS, batch, time_model  # noqa: E402
+
+from spotdiff_cli.captioners.checkpoint import load_checkpoint  # noqa: E402
+from spotdiff_cli.captioners.registry import create_model  # noqa: E402
+from spotdiff_cli.captioners.vocab import Vocabulary  # noqa: E402
+from spotdiff_cli.train.recipes import load_recipe  # noqa: E402
+
+RECIPES = {"duda": "duda-clevr-cpu", "clip4idc": "clip4idc-clevr-cpu"}
+
+
+def model_of(name: str, weights: dict[str, str], vocab: Vocabulary):
+    if name in weights:
+        return load_checkpoint(weights[name])[0].eval()
+    recipe = load_recipe(RECIPES[name])
+    torch.manual_seed(0)
+    return create_model(
+        recipe.model, vocab=vocab, channels=1280, grid=(7, 7), device="cpu", **recipe.model_config
+    ).eval()
+
+
+def time_retrieval(model, vocab: Vocabulary, pairs: int) -> float:
+    """Median ms of one pair's retrieval embeddings with one caption (text encoder included)."""
+    caption = "the small red metal cube changed to blue"
+    model.retrieval_embeddings(batch(vocab, 0), [caption])
+    times = []
+    for i in range(pairs):
+        start = time.perf_counter()
+        model.retrieval_embeddings(batch(vocab, i + 1), [caption])
+        times.append(1000 * (time.perf_counter() - start))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--pairs", type=int, default=20)
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--max-len", type=int, default=25)
+    parser.add_argument("--weights", action="append", default=[], help="NAME=PATH")
+    args = parser.parse_args()
+    torch.set_num_threads(args.threads)
+    weights = dict(w.split("=", 1) for w in args.weights)
+    vocab = Vocabulary.build([WORDS], min_count=1)
+    print(f"CPU, {args.threads} thread(s), {args.pairs} pairs, greedy, max {args.max_len} words")
+    rows, models = {}, {}
+    with torch.inference_mode():
+        for name in RECIPES:
+            model = models[name] = model_of(name, weights, vocab)
+            # Captioning reads no text encoder: count what a caption runs through.
+            params = sum(
+                p.numel()
+                for n, p in model.named_parameters()
+                if not n.startswith(("text.", "text_proj."))
+            )
+            rows[name] = (*time_model(model, vocab, args.pairs, args.max_len), params)
+        retrieval = time_retrieval(models["clip4idc"], vocab, args.pairs)
+    base_ms = rows["duda"][0]
+    print(f"{'model':<10} {'ms/pair':>9} {'x duda':>7} {'words':>6} {'ms/word':>8} {'params':>11}")
+    for name, (ms, words, params) in rows.items():
+        print(
+            f"{name:<10} {ms:9.1f} {ms / base_ms:7.2f} {words:6.1f} "
+            f"{ms / max(words, 1):8.2f} {params:11,d}"
+        )
+    text = models["clip4idc"].text
+    print(
+        f"clip4idc retrieval (pair v + one caption through {text.source}): {retrieval:.1f} ms "
+        f"({retrieval / base_ms:.2f} x duda's caption)"
+    )
+
+
+if __name__ == "__main__":
+    main()
