@@ -135,15 +135,16 @@ def streamed(path: Path) -> list[dict]:
 # -- HTTP ---------------------------------------------------------------------------------------
 
 
-def test_http_stream_finds_what_the_file_run_finds(clip, tmp_path):
+def test_http_stream_finds_what_the_file_run_finds_and_resume_adds_a_session(clip, tmp_path):
     port = free_port()
     out, events = tmp_path / "r", tmp_path / "events.jsonl"
+    common = (
+        "video", f"http://127.0.0.1:{port}/", "--every", "1s", "--no-recognise",
+        "--out", out, "--jsonl", events,
+    )  # fmt: skip
     server = serve_http(clip, port)
     try:
-        proc = run_spotdiff(
-            "video", f"http://127.0.0.1:{port}/", "--every", "1s", "--no-recognise",
-            "--out", out, "--jsonl", events,
-        )  # fmt: skip
+        proc = run_spotdiff(*common)
     finally:
         stop(server)
     assert proc.returncode == 0, proc.stderr  # the server closing the stream is its end
@@ -161,6 +162,27 @@ def test_http_stream_finds_what_the_file_run_finds(clip, tmp_path):
     assert len(expected) >= 2
     assert summary(source["events"]) == summary(expected)
     assert [e["id"] for e in streamed(events)] == [e["id"] for e in source["events"]]
+
+    # --resume: the camera again, later: a new session appended on the same time axis.
+    server = serve_http(clip, port)
+    try:
+        second = run_spotdiff(*common, "--resume")
+    finally:
+        stop(server)
+    assert second.returncode == 0, second.stderr
+    before, after = source, report(out)["sources"][0]
+    n = len(before["events"])
+    assert after["complete"] and after["info"]["started_at"] == before["info"]["started_at"]
+    assert summary(after["events"][:n]) == summary(before["events"])  # kept, not redone
+    new = after["events"][n:]
+    # The same footage again: the same changes, numbered on, later on the same time axis.
+    assert [e["id"] for e in new] == list(range(n + 1, 2 * n + 1))
+    assert [(e["kind"], e["text"]) for e in new] == [
+        (e["kind"], e["text"]) for e in before["events"]
+    ]
+    assert all(e["start"] > before["processed_until"] for e in new)
+    assert abs(after["samples"] - 2 * before["samples"]) <= 1  # the new grid's phase varies
+    assert [e["id"] for e in streamed(events)] == list(range(1, 2 * n + 1))  # appended
 
 
 def test_a_real_clip_streamed_over_http_gives_the_file_run_events(tmp_path):
@@ -483,7 +505,8 @@ def running_readers(port: int) -> list[int]:
 
 def test_ctrl_c_ends_a_stream_with_exit_130_a_valid_timeline_and_no_ffmpeg_left(clip, tmp_path):
     port = free_port()
-    server = serve_http(clip, port, 1.0)  # real time: still running when interrupted
+    # Looped at twice real time: the stream is still going whenever Ctrl-C comes.
+    server = serve_http(clip, port, 2.0, "-stream_loop", "-1")
     out = tmp_path / "r"
     args = ("video", f"http://127.0.0.1:{port}/", "--every", "1s", "--no-recognise")
     proc = start_spotdiff(*args, "--out", out)
@@ -523,44 +546,6 @@ def test_ctrl_c_ends_a_stream_with_exit_130_a_valid_timeline_and_no_ffmpeg_left(
     assert all(e["start"] > source["processed_until"] for e in after["events"][n:])
     # One sample per second of the new session (its grid's phase depends on when it opened).
     assert SECONDS - 1 <= after["samples"] - source["samples"] <= SECONDS + 1
-
-
-# -- resuming -------------------------------------------------------------------------------------
-
-
-def test_resume_appends_a_new_session_of_a_stream_with_ids_continuing(clip, tmp_path):
-    out, events = tmp_path / "r", tmp_path / "e.jsonl"
-    port = free_port()
-    url = f"http://127.0.0.1:{port}/"
-    common = ("video", url, "--every", "1s", "--no-recognise", "--out", out, "--jsonl", events)
-    server = serve_http(clip, port)
-    try:
-        first = run_spotdiff(*common)
-    finally:
-        stop(server)
-    assert first.returncode == 0, first.stderr
-    before = report(out)["sources"][0]
-    assert before["complete"] and len(before["events"]) >= 2
-
-    server = serve_http(clip, port)  # the camera again, later
-    try:
-        second = run_spotdiff(*common, "--resume")
-    finally:
-        stop(server)
-    assert second.returncode == 0, second.stderr
-    after = report(out)["sources"][0]
-    n = len(before["events"])
-    assert after["complete"] and after["info"]["started_at"] == before["info"]["started_at"]
-    assert summary(after["events"][:n]) == summary(before["events"])  # kept, not redone
-    new = after["events"][n:]
-    # The same footage again: the same changes, numbered on, later on the same time axis.
-    assert [e["id"] for e in new] == list(range(n + 1, 2 * n + 1))
-    assert [(e["kind"], e["text"]) for e in new] == [
-        (e["kind"], e["text"]) for e in before["events"]
-    ]
-    assert all(e["start"] > before["processed_until"] for e in new)
-    assert abs(after["samples"] - 2 * before["samples"]) <= 1  # the new grid's phase varies
-    assert [e["id"] for e in streamed(events)] == list(range(1, 2 * n + 1))  # appended
 
 
 def test_a_stream_source_can_be_read_from_python(clip):
