@@ -25,7 +25,7 @@ import socket
 import subprocess
 import threading
 import time
-from datetime import datetime, timezone
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import numpy as np
@@ -162,6 +162,15 @@ def test_http_stream_finds_what_the_file_run_finds_and_resume_adds_a_session(cli
     assert len(expected) >= 2
     assert summary(source["events"]) == summary(expected)
     assert [e["id"] for e in streamed(events)] == [e["id"] for e in source["events"]]
+    # Each event's moment on the clock, in the report and in the stream a consumer tails.
+    for event in source["events"]:
+        assert datetime.fromisoformat(event["wall_start"]) == started + timedelta(
+            seconds=event["start"]
+        )
+    assert [e["wall_start"] for e in streamed(events)] == [
+        e["wall_start"] for e in source["events"]
+    ]
+    assert "UTC)" in (out / "timeline.md").read_text()
 
     # --resume: the camera again, later: a new session appended on the same time axis.
     server = serve_http(clip, port)

@@ -510,8 +510,12 @@ def _video(
     closed = [c.write if c is stream else c.submit for c in (stream, hooks) if c is not None]
 
     def on_closed(source: str, event: Event) -> None:
+        # A live stream's wall clock (its info, published after every sample of a live run,
+        # so before any event can close) gives each event its moment on the clock.
+        known = results.get(source)
+        started_at = known.info.get("started_at") if known is not None and known.info else None
         for call in closed:  # the stream first: a line is cheap, a hook is queued
-            call(source, event)
+            call(source, event, started_at)
 
     live = watch is not None
     # Leaving this waits for the hooks still queued (each bounded by its timeout), so every

@@ -55,18 +55,21 @@ _REAP_SECONDS = 5.0  # after the kill, how long to wait for the pipes to close
 _STDERR_SHOWN = 200  # characters of the hook's last stderr line in a warning
 
 
-def event_payload(source: str, event: Event, report_dir: str | Path | None) -> dict[str, Any]:
+def event_payload(
+    source: str, event: Event, report_dir: str | Path | None, started_at: str | None = None
+) -> dict[str, Any]:
     """What a hook receives: the event as in ``timeline.json`` and where it came from.
 
     report_dir: the ``--out`` folder (absolute), which ``event.picture`` is relative to; None
-    when the run writes no report.
+    when the run writes no report. started_at: a live stream's wall-clock second 0 (the
+    event then carries ``wall_start`` / ``wall_end``).
     """
     return {
         "schema": EVENT_SCHEMA,
         "source": source,
         "path": source_path(source),
         "report_dir": os.path.abspath(report_dir) if report_dir is not None else None,
-        "event": event_dict(event),
+        "event": event_dict(event, started_at),
     }
 
 
@@ -207,11 +210,14 @@ class HookRunner:
         self._thread = threading.Thread(target=self._work, name="spotdiff-on-event", daemon=True)
         self._thread.start()
 
-    def submit(self, source: str, event: Event) -> None:
-        """Queue the hook for one final event (the JSON is made now, from the event as it is)."""
+    def submit(self, source: str, event: Event, started_at: str | None = None) -> None:
+        """Queue the hook for one final event (the JSON is made now, from the event as it is).
+        started_at: see :func:`event_payload`."""
         # ASCII (\uXXXX escapes): a file name that is not valid UTF-8 (lone surrogates from
         # the file system) still makes an argument and a stdin line every hook can read.
-        payload = json.dumps(event_payload(source, event, self.report_dir), separators=(",", ":"))
+        payload = json.dumps(
+            event_payload(source, event, self.report_dir, started_at), separators=(",", ":")
+        )
         self._queue.put((source, event.id, payload))
 
     def _work(self) -> None:

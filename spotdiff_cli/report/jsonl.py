@@ -59,9 +59,11 @@ class JsonlWriter:
         except OSError as exc:
             raise OutputError(f"--jsonl {path}: cannot write ({exc.strerror or exc})") from None
 
-    def write(self, source: str, event: Event) -> None:
-        """One line for a final event, flushed so a follower sees it now, not at exit."""
-        line = json.dumps(event_payload(source, event, self.report_dir), separators=(",", ":"))
+    def write(self, source: str, event: Event, started_at: str | None = None) -> None:
+        """One line for a final event, flushed so a follower sees it now, not at exit.
+        started_at: a live stream's wall-clock second 0 (see :func:`.hooks.event_payload`)."""
+        payload = event_payload(source, event, self.report_dir, started_at)
+        line = json.dumps(payload, separators=(",", ":"))
         self._stream.write(line + "\n")
         self._stream.flush()
         self.written += 1

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import csv
 import dataclasses
+import datetime
 import glob
 import hashlib
 import io
@@ -103,15 +104,36 @@ def _frames_between(start: int | None, end: int | None) -> int | None:
     return end - start if start is not None and end is not None else None
 
 
-def event_dict(event: Event) -> dict[str, Any]:
+def wall_time(started_at: str | None, seconds: float) -> str | None:
+    """The wall-clock moment (UTC, ISO 8601) of ``seconds`` into a live stream whose second 0
+    was ``started_at`` (its ``info.started_at``); None for files and folders, whose times are
+    positions in the footage, not moments an operator can look up."""
+    if not started_at:
+        return None
+    origin = datetime.datetime.fromisoformat(started_at)
+    return (origin + datetime.timedelta(seconds=seconds)).isoformat(timespec="milliseconds")
+
+
+def event_dict(event: Event, started_at: str | None = None) -> dict[str, Any]:
+    """One event as in ``timeline.json``. started_at: a live stream's wall-clock second 0, which
+    adds ``wall_start`` / ``wall_end`` (absent otherwise, so file reports are unchanged)."""
     seen = event.seen_span
     length = max(0.0, event.end - event.start)
+    wall = (
+        {
+            "wall_start": wall_time(started_at, event.start),
+            "wall_end": wall_time(started_at, event.end),
+        }
+        if started_at
+        else {}
+    )
     return {
         "id": event.id,
         "start": round(event.start, 3),
         "end": round(event.end, 3),
         "start_tc": timecode(event.start),
         "end_tc": timecode(event.end),
+        **wall,
         "start_frame": event.start_frame,
         "end_frame": event.end_frame,
         "length": round(length, 3),
@@ -144,6 +166,7 @@ def timeline_to_dict(results: list, settings: dict[str, Any]) -> dict[str, Any]:
     """results: timeline.pipeline.SourceResult list (finished or partial)."""
     sources = []
     for r in results:
+        started_at = (r.info or {}).get("started_at")
         sources.append(
             {
                 "source": r.source,
@@ -158,10 +181,10 @@ def timeline_to_dict(results: list, settings: dict[str, Any]) -> dict[str, Any]:
                 "seconds": round(r.seconds, 3),
                 "warnings": list(r.warnings),
                 "ended_early_at": r.ended_early_at,
-                "events": [event_dict(e) for e in r.events],
+                "events": [event_dict(e, started_at) for e in r.events],
                 # Events still open when this was written (a partial report): shown, and
                 # re-detected by --resume from the checkpoint below.
-                "open_events": [event_dict(e) for e in r.pending],
+                "open_events": [event_dict(e, started_at) for e in r.pending],
                 "checkpoint": dataclasses.asdict(r.checkpoint) if r.checkpoint else None,
             }
         )
@@ -337,7 +360,11 @@ def write_csv(data: dict[str, Any], out: Path) -> bytes:
 
 
 def _span(e: dict[str, Any], dash: str) -> str:
-    return e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}{dash}{e['end_tc']}"
+    span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}{dash}{e['end_tc']}"
+    if e.get("wall_start"):  # a live stream: the moment on the clock is what an operator checks
+        moment = datetime.datetime.fromisoformat(e["wall_start"])
+        span += f" ({moment:%Y-%m-%d %H:%M:%S} UTC)"
+    return span
 
 
 def _frame_span(e: dict[str, Any], dash: str) -> str:
