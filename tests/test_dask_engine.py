@@ -274,7 +274,7 @@ def test_without_dask_the_engine_names_the_extra_and_the_default_never_imports_i
 
 def test_ctrl_c_leaves_a_resumable_report_and_no_worker_behind(local_run, tmp_path):
     """Ctrl-C in a terminal reaches the whole process group (workers too): exit 130, one line,
-    every process of the cluster gone, and the partial report resumes (here locally) to the
+    every process of the cluster gone, and the partial report resumes (on Dask again) to the
     local run's timeline."""
     out = tmp_path / "report"
     proc = subprocess.Popen(
@@ -299,7 +299,9 @@ def test_ctrl_c_leaves_a_resumable_report_and_no_worker_behind(local_run, tmp_pa
     assert not [p for p in alive if p.status() != psutil.STATUS_ZOMBIE]
     partial = json.loads((out / "timeline.json").read_text())
     assert not partial["complete"] and partial["sources"][0]["checkpoint"]
-    resumed = spotdiff("video", media(PERSON), "--out", out, "--resume", "--engine", "local")
+    # The report's settings say --engine dask: the resumed run's first chunk continues from
+    # the checkpoint, the others start as usual.
+    resumed = spotdiff("video", media(PERSON), "--out", out, "--resume", timeout=300)
     assert resumed.returncode == 0, resumed.stderr
     local = json.loads((local_run / "timeline.json").read_text())
     expected = [s for s in _sources(local) if s["source"].endswith(PERSON)]

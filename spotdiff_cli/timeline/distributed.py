@@ -480,9 +480,11 @@ class _Run:
 
     # the loop
 
-    def wait(self, stop: threading.Event) -> dict[str, SourceResult]:
-        """Handle tasks as they finish until none is left. ``stop`` (Ctrl-C seen) ends the
-        loop with KeyboardInterrupt before anything else is merged."""
+    def wait(self, ctrl_c: _CtrlC) -> dict[str, SourceResult]:
+        """Handle tasks as they finish until none is left. Ctrl-C ends the loop with
+        KeyboardInterrupt before anything else is merged."""
+        ctrl_c.deferred = True  # raised here, at the next look, not inside Dask's callbacks
+        stop = ctrl_c.seen
         while not self.pending.is_empty():
             ready = self.pending.next_batch(block=False) if self.pending.has_ready() else []
             if not ready:
@@ -501,6 +503,9 @@ class _Run:
         if future.status == "cancelled" or (src is not None and src.done):
             return
         if future.status != "finished":
+            if kind == WARM and src is not None:  # its turn re-runs it from the checkpoint
+                self._arrived(src, kind, j, ChunkResult(SourceResult(source=name)))
+                return
             what = f"reading {name}" if kind == PROBE else f"{name} chunk {j + 1}"
             self._failed(name, what, future.exception())
             return
@@ -513,26 +518,34 @@ class _Run:
             self._arrived(src, kind, j, value)
 
 
-@contextlib.contextmanager
-def _noticing_ctrl_c(stop: threading.Event) -> Iterator[None]:
-    """Ctrl-C raises KeyboardInterrupt as usual and also sets ``stop``: Dask runs callbacks
-    (its garbage-collection diagnostics) that print an interrupt raised inside them and drop
-    it, after which the run would go on and merge chunks whose decoders the same Ctrl-C
-    ended - as if the video stopped there. The merge loop checks ``stop`` too."""
-    main = threading.current_thread() is threading.main_thread()
-    if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
-        yield  # Ctrl-C is not turned into KeyboardInterrupt here: leave it alone
-        return
+class _CtrlC:
+    """The SIGINT handler of a Dask run. Raising KeyboardInterrupt from a signal handler is
+    not enough here: Dask runs callbacks (its garbage-collection diagnostics) that print an
+    exception raised inside them and drop it, after which the run went on and merged chunks
+    whose decoders the same Ctrl-C had ended - as if the video stopped there - and exited 0.
+    So Ctrl-C is remembered in ``seen``; once ``deferred`` (the merge loop, which looks every
+    50 ms) it is raised there only, else (starting the cluster) at once as well."""
 
-    def interrupted(signum: int, frame: Any) -> None:
-        stop.set()
-        raise KeyboardInterrupt
+    def __init__(self) -> None:
+        self.seen = threading.Event()
+        self.deferred = False
 
-    signal.signal(signal.SIGINT, interrupted)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, signal.default_int_handler)
+    def __call__(self, signum: int, frame: Any) -> None:
+        self.seen.set()
+        if not self.deferred:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator[_CtrlC]:
+        main = threading.current_thread() is threading.main_thread()
+        if not main or signal.getsignal(signal.SIGINT) is not signal.default_int_handler:
+            yield self  # Ctrl-C does not raise KeyboardInterrupt here: leave it alone
+            return
+        signal.signal(signal.SIGINT, self)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def dask_setup(worker: Any) -> None:
@@ -642,15 +655,14 @@ def describe_distributed(
         on_closed=on_closed,
         on_merge=on_merge,
     )
-    stop = threading.Event()
     with contextlib.ExitStack() as stack:
-        stack.enter_context(_noticing_ctrl_c(stop))
+        ctrl_c = stack.enter_context(_CtrlC().installed())
         if client is None:
             client = stack.enter_context(connect(settings.video))
         run = _Run(client, settings, callbacks)
         try:
             run.start(specs, resume or {})
-            results = run.wait(stop)
+            results = run.wait(ctrl_c)
         except BaseException:
             # Ctrl-C or a bug: nothing more is merged; the cluster (if started here) shuts down
             # on leaving, and the report on disk holds what was merged (on_update).
