@@ -111,6 +111,8 @@ def test_the_model_learns_a_batch_and_decodes_it(vdm: bool, tmp_path: Path) -> N
     # A missing lower level is a one-line error naming the recipe setting.
     with pytest.raises(ModelError, match=r"feature_levels: \[8, 16\]"):
         model.loss({k: v for k, v in batch.items() if k != "after_s16"})
+    with pytest.raises(ModelError, match="set level_channels"):
+        model.loss({**batch, "before_s8": batch["before_s8"][:, :4]})
 
 
 def test_coupled_samples_pair_two_scenes_and_concatenate_their_descriptions() -> None:

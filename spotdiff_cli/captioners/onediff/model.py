@@ -169,6 +169,13 @@ class OneDiffCaptioner(GradientCaptioner):
                     f"train with feature_levels: [{levels}] (its recipes do), or prepare the data "
                     f"with `spotdiff data prepare DIR` {' '.join(f'--level {s}' for s in self.config['levels'])}"
                 )
+            for stride, channels in zip(self.config["levels"], self.config["level_channels"]):
+                got = int(batch[f"before_s{int(stride)}"].shape[1])
+                if got != int(channels):
+                    raise ModelError(
+                        f"'onediff' was built for {channels} channels at stride {stride} but the "
+                        f"batch has {got}: set level_channels for the backbone the cache was made with"
+                    )
             return super()._prepare(batch)
         if "before_images" not in batch:
             raise ModelError(
