@@ -3,7 +3,7 @@
     .venv/bin/python benchmarks/dask_scaling.py [--repeat 2] [--chunk 10m] [--every 1s]
 
 Four sources from ../shared/media (the two Intel clips, the motorway clip and its variable
-frame rate re-encode: 3:41 of video in all), described three ways one right after the other,
+frame rate re-encode: 3:47 of video in all), described three ways one right after the other,
 ``--repeat`` times, each by the installed console script with ``--json`` (interpreter start,
 cluster start and shutdown included, as a user would time it):
 

@@ -272,6 +272,7 @@ def test_without_dask_the_engine_names_the_extra_and_the_default_never_imports_i
     assert log.read_text() == ""  # the local path did not even try
 
 
+@pytest.mark.slow  # two cluster starts and a resumed run: about 15 s on an idle machine
 def test_ctrl_c_leaves_a_resumable_report_and_no_worker_behind(local_run, tmp_path):
     """Ctrl-C in a terminal reaches the whole process group (workers too): exit 130, one line,
     every process of the cluster gone, and the partial report resumes (on Dask again) to the
