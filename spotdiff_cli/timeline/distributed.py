@@ -605,7 +605,9 @@ def connect(video: VideoConfig) -> Iterator[Any]:
             n_workers=video.workers or DEFAULT_WORKERS,
             threads_per_worker=1,
             processes=True,
-            dashboard_address=None,
+            # Any free port: the scheduler serves HTTP even without a dashboard, and a fixed one
+            # (8787) taken by another cluster on this machine is a warning printed mid-run.
+            dashboard_address=":0",
             # Workers busy in a chunk when the cluster shuts down log tracebacks about lost
             # heartbeats; what matters reaches this process as task results and errors.
             silence_logs=logging.CRITICAL,
