@@ -34,7 +34,7 @@ def describe_pair(
 
 def describe_video(sources: list, settings: Settings | None = None, **callbacks):
     """Describe videos, folders or file lists as timelines of events (one ``SourceResult`` per
-    source; see ``timeline.pipeline.describe_sources`` for the callbacks and ``resume``)."""
+    source; see ``timeline.runs.describe_sources`` for the callbacks and ``resume``)."""
     from .timeline import describe_sources
 
     return describe_sources(list(sources), settings or Settings(), **callbacks)

@@ -34,7 +34,7 @@ from spotdiff_cli.timeline.distributed import (
     describe_distributed,
     probe_source,
 )
-from spotdiff_cli.timeline.pipeline import describe_sources
+from spotdiff_cli.timeline.runs import describe_sources
 
 CLIPS = (
     "intel_car-detection.mp4",

@@ -446,6 +446,7 @@ def _video(
     from ..errors import UsageError
     from ..report.timeline import (
         check_out_dir,
+        render_event_picture,
         timeline_from_dict,
         timeline_to_dict,
         write_timeline,
@@ -539,6 +540,8 @@ def _video(
                     # Live: the report follows every frame, not every 2 s of a run that may
                     # then wait minutes for the next upload.
                     update_every=0.0 if live else 2.0,
+                    # --engine dask: the pictures are drawn on the workers, written here.
+                    render_picture=render_event_picture if out else None,
                 )
             # --jobs N: workers cannot call on_update
             results.update({r.source: r for r in finished})

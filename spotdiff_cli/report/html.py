@@ -34,6 +34,7 @@ from ..frames.timecode import format_timecode
 from ..types import Report
 from .compose import _cluster_numbers, scale_box
 from .draw import _GAP, PALETTE, _in_after, mask_image
+from .spans import frame_span, time_span
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -179,8 +180,6 @@ def _event(
     out: Path,
     video: str | None,
 ) -> dict[str, Any]:
-    from .timeline import _frame_span, _span  # timeline.py imports this module
-
     said = e.get("sentences") or [
         {"start": e["start"], "start_tc": e["start_tc"], "text": e["text"], "kind": e["kind"]}
     ]
@@ -190,8 +189,8 @@ def _event(
         "kind": e["kind"],
         "noun": e["noun"] or "",
         "text": e["text"],
-        "span": _span(e, "–"),
-        "frames": _frame_span(e, "–"),
+        "span": time_span(e, "–"),
+        "frames": frame_span(e, "–"),
         "start": e["start"],
         "end": e["end"],
         "sentences": [

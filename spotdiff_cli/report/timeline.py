@@ -43,6 +43,7 @@ from ..frames.timecode import format_timecode
 from ..types import Event, EventSentence, Report
 from .draw import annotated_image
 from .html import timeline_page
+from .spans import frame_span, time_span
 from .subtitles import SUBTITLE_WRITERS
 
 SCHEMA = "spotdiff.timeline/2"
@@ -359,21 +360,6 @@ def write_csv(data: dict[str, Any], out: Path) -> bytes:
     return buf.getvalue().encode()
 
 
-def _span(e: dict[str, Any], dash: str) -> str:
-    span = e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}{dash}{e['end_tc']}"
-    if e.get("wall_start"):  # a live stream: the moment on the clock is what an operator checks
-        moment = datetime.datetime.fromisoformat(e["wall_start"])
-        span += f" ({moment:%Y-%m-%d %H:%M:%S} UTC)"
-    return span
-
-
-def _frame_span(e: dict[str, Any], dash: str) -> str:
-    start, end = e.get("start_frame"), e.get("end_frame")
-    if start is None:
-        return ""
-    return f"{start}" if start == end else f"{start}{dash}{end}"
-
-
 def _md_cell(text: str) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
 
@@ -410,7 +396,7 @@ def write_md(data: dict[str, Any], out: Path) -> bytes:
             if e.get("clip"):
                 links.append(f"[clip]({e['clip']})")
             lines.append(
-                f"| {e['id']} | {_span(e, '–')} | {_frame_span(e, '–')} | {what} | {' '.join(x for x in links if x)} |"
+                f"| {e['id']} | {time_span(e, '–')} | {frame_span(e, '–')} | {what} | {' '.join(x for x in links if x)} |"
             )
         if not s["events"]:
             lines.append("| – | – | – | no change | |")

@@ -60,7 +60,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..config import Settings, VideoConfig
 from ..errors import SpotdiffError, UsageError
@@ -69,8 +69,10 @@ from ..frames.timecode import format_timecode, parse_every, parse_time
 from ..types import Event, Report
 from .pipeline import Checkpoint, SourceResult, describe_source, open_spec
 
-if TYPE_CHECKING:
-    from ..report.timeline import EventPicture
+PictureFn = Callable[[Report], Any]
+"""Renders an event's picture on the worker (a module-level function, so it pickles); what it
+returns reaches ``on_event`` in place of the pair's Report. The report layer provides it
+(``report.timeline.render_event_picture``): the timeline layer draws nothing itself."""
 
 DEFAULT_WORKERS = 2
 # A chunk whose task raised (a bug, a worker that ran out of memory) is tried this many more
@@ -108,7 +110,7 @@ class ChunkResult:
 
     result: SourceResult
     checkpoints: list[Checkpoint] = field(default_factory=list)
-    pictures: dict[int, EventPicture] = field(default_factory=dict)
+    pictures: dict[int, Any] = field(default_factory=dict)
 
 
 # -- on a worker ---------------------------------------------------------------------------------
@@ -152,15 +154,14 @@ def run_chunk(
     previous: SourceResult | None,
     begin: float,
     until: float | None,
-    pictures: bool,
+    render: PictureFn | None,
 ) -> ChunkResult:
     """Describe ``spec`` from ``previous`` (a checkpoint: the run's real state, or a chunk's
     made-up warm-up; None: the source's start) to its first checkpoint at or after ``until``
-    (None: to the end). Keeps the checkpoints at or after ``begin``. Runs on a worker."""
-    from ..report.timeline import render_event_picture
-
+    (None: to the end). Keeps the checkpoints at or after ``begin``; ``render`` draws each
+    event's picture (None: no pictures). Runs on a worker."""
     checkpoints: list[Checkpoint] = []
-    drawn: dict[int, EventPicture] = {}
+    drawn: dict[int, Any] = {}
 
     def on_checkpoint(point: Checkpoint) -> bool:
         if point.at >= begin - TIME_EPS:
@@ -168,7 +169,7 @@ def run_chunk(
         return until is not None and point.at >= until - TIME_EPS
 
     def on_event(event: Event, report: Report) -> None:
-        drawn[event.id] = render_event_picture(report)  # named once the merge numbers it
+        drawn[event.id] = render(report)  # named once the merge numbers it
 
     analysis = dataclasses.replace(settings.analysis, scene_fraction=settings.video.upper)
     try:
@@ -176,7 +177,7 @@ def run_chunk(
             spec,
             settings,
             describer=_describer(analysis, settings.caption),
-            on_event=on_event if pictures else None,
+            on_event=on_event if render is not None else None,
             previous=previous,
             on_checkpoint=on_checkpoint,
         )
@@ -298,7 +299,8 @@ class _Run:
 
         self.client, self.settings, self.video = client, settings, settings.video
         self.cb = callbacks
-        self.pictures = callbacks.get("on_event") is not None
+        # Pictures are drawn on the worker only when someone takes them.
+        self.render = callbacks.get("render_picture") if callbacks.get("on_event") else None
         self.pending = as_completed(loop=client.loop)
         self.tags: dict[str, tuple[str, str, int]] = {}  # future key -> (kind, source, chunk)
         self.futures: dict[tuple[str, int], Any] = {}  # (source, chunk) -> its latest task
@@ -325,7 +327,7 @@ class _Run:
             previous,
             src.starts[j],
             until,
-            self.pictures,
+            self.render,
             # Earlier chunks first, as the merge advances from the start; a re-run blocks it.
             priority=1000 if kind == RERUN else -j,
         )
@@ -633,14 +635,17 @@ def describe_distributed(
     on_error: Callable[[str, str], None] | None = None,
     on_closed: Callable[[str, Event], None] | None = None,
     on_merge: Callable[[str, MergeStep], None] | None = None,
+    render_picture: PictureFn | None = None,
     resume: dict[str, SourceResult] | None = None,
     client: Any = None,
 ) -> list[SourceResult]:
     """``describe_sources`` on Dask (``settings.video.engine == "dask"``): the same callbacks,
     called here in this process, and the same results, in the order of ``specs``.
 
-    on_event(source, event, picture): ``picture`` is an ``EventPicture`` (rendered on the
-    worker), which ``report.timeline.write_event_picture`` takes in place of a Report.
+    on_event(source, event, picture): ``picture`` is what ``render_picture(report)`` returned
+    on the worker (``report.timeline.render_event_picture`` gives an ``EventPicture``, which
+    ``write_event_picture`` takes in place of a Report); without ``render_picture`` events have
+    no picture and ``on_event`` is not called.
     on_merge(source, step): once per chunk as it joins the source's timeline.
     client: a ``dask.distributed.Client`` to use (else one is made from ``settings.video``).
     """
@@ -656,6 +661,7 @@ def describe_distributed(
         on_update=on_update,
         on_closed=on_closed,
         on_merge=on_merge,
+        render_picture=render_picture,
     )
     with contextlib.ExitStack() as stack:
         ctrl_c = stack.enter_context(_CtrlC().installed())
