@@ -249,14 +249,14 @@ def test_the_report_places_the_after_box_and_the_camera_in_original_pixels():
     # The annotated picture's after box must sit on the object in the after image as given,
     # and the JSON must say how the camera moved, both in the caller's pixels.
     from spotdiff_cli.report.compose import report_to_dict
-    from spotdiff_cli.report.draw import _in_after
+    from spotdiff_cli.report.draw import box_in_after
 
     before = floor()
     truth = camera_motion(angle=-1.5, zoom=0.96, shift=(-10.0, 6.0))
     x, y = at(truth, 250, 180)
     after = draw_box(seen_from(before, truth), x - 20, y - 15, 40, 30, (220, 40, 40))
     report = describe(before, after)
-    bx, by, bw, bh = _in_after(report.analysis.clusters[0].bbox, report.analysis)
+    bx, by, bw, bh = box_in_after(report.analysis.clusters[0].bbox, report.analysis)
     assert abs(bx + bw / 2 - x) < 6 and abs(by + bh / 2 - y) < 6
     camera = report_to_dict(report)["camera"]
     assert camera["moved"] is True and camera["zoom"] == pytest.approx(0.96, abs=0.02)

@@ -35,7 +35,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     after_shape = (
         report.original.after.pixels.shape if report.original else a.pair.after.pixels.shape
     )
-    numbered = _cluster_numbers(report)
+    numbered = cluster_numbers(report)
     return {
         "schema": SCHEMA,
         "tool": {"name": "spotdiff", "version": __version__},
@@ -99,7 +99,7 @@ def report_to_dict(report: Report) -> dict[str, Any]:
     }
 
 
-def _cluster_numbers(report: Report) -> dict[int, int]:
+def cluster_numbers(report: Report) -> dict[int, int]:
     """cluster id -> number of the first sentence that mentions it (the box label)."""
     numbers: dict[int, int] = {}
     for i, s in enumerate(report.sentences):

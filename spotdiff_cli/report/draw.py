@@ -6,7 +6,7 @@ import cv2
 import numpy as np
 
 from ..types import Analysis, Report
-from .compose import _cluster_numbers, scale_box
+from .compose import cluster_numbers, scale_box
 
 # Distinct, colour-blind-friendly box colours (Okabe-Ito), RGB.
 PALETTE = [
@@ -18,7 +18,7 @@ PALETTE = [
     (213, 94, 0),
     (204, 121, 167),
 ]
-_GAP = 12
+PAIR_GAP = 12  # px of white between the before and after halves of a pair picture
 
 
 def _label(
@@ -39,10 +39,10 @@ def annotated_image(report: Report) -> np.ndarray:
     before = report.original.before.pixels if report.original else a.pair.before.pixels
     after = report.original.after.pixels if report.original else a.pair.after.pixels
     h, w = before.shape[:2]
-    canvas = np.full((h, 2 * w + _GAP, 3), 255, dtype=np.uint8)
+    canvas = np.full((h, 2 * w + PAIR_GAP, 3), 255, dtype=np.uint8)
     canvas[:, :w] = before
-    canvas[:, w + _GAP :] = after
-    numbers = _cluster_numbers(report)
+    canvas[:, w + PAIR_GAP :] = after
+    numbers = cluster_numbers(report)
     thickness = max(2, int(round(min(h, w) / 240)))
     font_scale = max(0.5, min(h, w) / 600)
     for cluster in a.clusters:
@@ -51,14 +51,14 @@ def annotated_image(report: Report) -> np.ndarray:
             continue
         colour = PALETTE[(number - 1) % len(PALETTE)]
         # The after box is drawn where the object is in the after image (undo the alignment).
-        for box, ox in ((cluster.bbox, 0), (_in_after(cluster.bbox, a), w + _GAP)):
+        for box, ox in ((cluster.bbox, 0), (box_in_after(cluster.bbox, a), w + PAIR_GAP)):
             x, y, bw, bh = scale_box(box, a.scale)
             cv2.rectangle(canvas, (x + ox, y), (x + ox + bw, y + bh), colour, thickness)
             _label(canvas, str(number), x + ox, y, colour, font_scale)
     return canvas
 
 
-def _in_after(bbox: tuple[int, int, int, int], analysis: Analysis) -> tuple[int, int, int, int]:
+def box_in_after(bbox: tuple[int, int, int, int], analysis: Analysis) -> tuple[int, int, int, int]:
     """Where a box of the (aligned) analysis lies in the after image as given: shifted back by
     the alignment, or - when the camera moved - its corners projected through the homography
     (before -> after) and boxed. Analysed pixels in and out."""
@@ -80,7 +80,7 @@ def mask_image(report: Report) -> np.ndarray:
     h, w = a.mask.active.shape
     img = np.zeros((h, w, 3), dtype=np.uint8)
     img[a.mask.active] = (110, 110, 110)
-    numbers = _cluster_numbers(report)
+    numbers = cluster_numbers(report)
     for cluster in a.clusters:
         number = numbers.get(cluster.id)
         img[cluster.mask] = PALETTE[(number - 1) % len(PALETTE)] if number else (200, 200, 200)

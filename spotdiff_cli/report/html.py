@@ -32,8 +32,8 @@ from .. import __version__
 from ..errors import OutputError
 from ..frames.timecode import format_timecode
 from ..types import Report
-from .compose import _cluster_numbers, scale_box
-from .draw import _GAP, PALETTE, _in_after, mask_image
+from .compose import cluster_numbers, scale_box
+from .draw import PAIR_GAP, PALETTE, box_in_after, mask_image
 from .spans import frame_span, time_span
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -235,7 +235,7 @@ def _halves(
     if size is None:
         return None
     full_width, height = size
-    width = (full_width - _GAP) // 2
+    width = (full_width - PAIR_GAP) // 2
     if width <= 0:
         return None
     # Boxes and regions are in source pixels; the picture is at the analysed size.
@@ -331,7 +331,7 @@ def caption_page(data: dict[str, Any], report: Report) -> bytes:
     a = report.analysis
     before = report.original.before.pixels if report.original else a.pair.before.pixels
     after = report.original.after.pixels if report.original else a.pair.after.pixels
-    numbers = _cluster_numbers(report)
+    numbers = cluster_numbers(report)
     sentences = []
     for s in data["sentences"]:
         noun = (s.get("details") or {}).get("noun") or ""
@@ -348,7 +348,7 @@ def caption_page(data: dict[str, Any], report: Report) -> bytes:
                 "sentence": by_number[number],
                 "before": scale_box(cluster.bbox, a.scale),
                 # Where the object is in the after image as given (the alignment undone).
-                "after": scale_box(_in_after(cluster.bbox, a), a.scale),
+                "after": scale_box(box_in_after(cluster.bbox, a), a.scale),
             }
         )
     return _render(
