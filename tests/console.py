@@ -118,3 +118,30 @@ def one_error_line(proc: subprocess.CompletedProcess) -> str:
         f"exit {proc.returncode}, stderr:\n{proc.stderr}"
     )
     return lines[0]
+
+
+def caption_and_score(
+    model: str, weights: Path, tmp_path: Path, write_png, extra_env: dict[str, str]
+) -> subprocess.CompletedProcess:
+    """What a user does after ``spotdiff train`` of a tiny recipe in a fresh cache
+    (``XDG_CACHE_HOME`` in ``extra_env``): ``spotdiff caption`` of a drawn change answers with
+    a sentence, and ``spotdiff eval`` scores the cached synthetic test split (results under
+    ``tmp_path/eval``). Returns eval's process, checked to have exited 0 with CIDEr printed."""
+    from conftest import draw_box, textured_background
+
+    before = textured_background(224, 224)
+    a = write_png("a.png", before)
+    b = write_png("b.png", draw_box(before, 40, 60, 50, 30, (200, 30, 30)))
+    caption = run_spotdiff(
+        "caption", a, b, "--model", model, "--weights", weights, extra_env=extra_env
+    )
+    assert caption.returncode == 0 and "1." in caption.stdout, caption.stderr
+    data = next((Path(extra_env["XDG_CACHE_HOME"]) / "spotdiff" / "datasets").glob("synth-*"))
+    scored = run_spotdiff(
+        "eval", "--model", model, "--weights", weights, "--dataset", data, "--split", "test",
+        "--protocol", "single", "--tokenizer", "python", "--out", tmp_path / "eval",
+        extra_env=extra_env,
+    )  # fmt: skip
+    assert scored.returncode == 0, scored.stderr
+    assert "CIDEr" in scored.stdout
+    return scored

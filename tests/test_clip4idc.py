@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from console import run_spotdiff
+from console import caption_and_score, run_spotdiff
 
 from spotdiff_cli.captioners.checkpoint import load_checkpoint, save_checkpoint
 from spotdiff_cli.captioners.clip4idc.vision import load_clip_vision, normalise_images
@@ -287,8 +287,6 @@ def test_tiny_recipe_trains_captions_and_scores_through_the_console_script(
     """`spotdiff train` (adaptation, then captioning), `spotdiff caption` and `spotdiff eval`
     (which prints the retrieval R@1) as a user runs them (about a minute on 2 idle cores, four
     on a loaded machine: the synthetic benchmark is made and prepared in a fresh cache)."""
-    from conftest import draw_box, textured_background
-
     cache = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "run"
     run_spotdiff(
@@ -311,33 +309,7 @@ def test_tiny_recipe_trains_captions_and_scores_through_the_console_script(
     # Stage 2 trains the captioner: the validation perplexity falls; stage 1 leaves it alone.
     assert validations[-1]["perplexity"] < validations[1]["perplexity"] / 2
     assert validations[0]["perplexity"] == pytest.approx(validations[1]["perplexity"], rel=0.1)
-    before = textured_background(224, 224)
-    a = write_png("a.png", before)
-    b = write_png("b.png", draw_box(before, 40, 60, 50, 30, (200, 30, 30)))
-    caption = run_spotdiff(
-        "caption", a, b, "--model", "clip4idc", "--weights", out / "best.pt", extra_env=cache
-    )
-    assert caption.returncode == 0 and "1." in caption.stdout
-    data = next((tmp_path / "cache" / "spotdiff" / "datasets").glob("synth-*"))
-    scored = run_spotdiff(
-        "eval",
-        "--model",
-        "clip4idc",
-        "--weights",
-        out / "best.pt",
-        "--dataset",
-        data,
-        "--split",
-        "test",
-        "--protocol",
-        "single",
-        "--tokenizer",
-        "python",
-        "--out",
-        tmp_path / "eval",
-        extra_env=cache,
-    )
-    assert scored.returncode == 0, scored.stderr
-    assert "CIDEr" in scored.stdout and "Retrieval R@1" in scored.stdout
+    scored = caption_and_score("clip4idc", out / "best.pt", tmp_path, write_png, cache)
+    assert "Retrieval R@1" in scored.stdout
     results = json.loads((tmp_path / "eval" / "results.json").read_text())
     assert 0.0 <= results["retrieval"]["reference R@1"] <= 1.0

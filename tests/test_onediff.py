@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from console import run_spotdiff
+from console import caption_and_score, run_spotdiff
 
 from spotdiff_cli.captioners.checkpoint import load_checkpoint, save_checkpoint
 from spotdiff_cli.captioners.onediff.cst import clevr_descriptions, scene_descriptions
@@ -273,8 +273,6 @@ def test_tiny_recipe_trains_captions_and_scores_through_the_console_script(
 ) -> None:
     """`spotdiff train` (both stages), `spotdiff caption` and `spotdiff eval` as a user runs them
     (about 45 s on 2 idle cores: three interpreter starts with torch and transformers)."""
-    from conftest import draw_box, textured_background
-
     cache = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
     out = tmp_path / "run"
     run_spotdiff(
@@ -294,31 +292,4 @@ def test_tiny_recipe_trains_captions_and_scores_through_the_console_script(
     validations = [r["validation"] for r in log if "validation" in r]
     assert [v["stage"] for v in validations] == ["cst", "idc", "idc", "idc"]
     assert validations[-1]["perplexity"] < validations[0]["perplexity"]
-    before = textured_background(224, 224)
-    a = write_png("a.png", before)
-    b = write_png("b.png", draw_box(before, 40, 60, 50, 30, (200, 30, 30)))
-    caption = run_spotdiff(
-        "caption", a, b, "--model", "onediff", "--weights", out / "best.pt", extra_env=cache
-    )
-    assert caption.returncode == 0 and "1." in caption.stdout
-    data = next((tmp_path / "cache" / "spotdiff" / "datasets").glob("synth-*"))
-    scored = run_spotdiff(
-        "eval",
-        "--model",
-        "onediff",
-        "--weights",
-        out / "best.pt",
-        "--dataset",
-        data,
-        "--split",
-        "test",
-        "--protocol",
-        "single",
-        "--tokenizer",
-        "python",
-        "--out",
-        tmp_path / "eval",
-        extra_env=cache,
-    )
-    assert scored.returncode == 0, scored.stderr
-    assert "CIDEr" in scored.stdout
+    caption_and_score("onediff", out / "best.pt", tmp_path, write_png, cache)
