@@ -15,7 +15,6 @@ g), which captioning does not need. Prints milliseconds per pair and ratios to d
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -26,24 +25,11 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from onediff_speed import WORDS, batch, time_model  # noqa: E402
+from onediff_speed import batch, model_of, speed_arguments, time_model  # noqa: E402
 
-from spotdiff_cli.captioners.checkpoint import load_checkpoint  # noqa: E402
-from spotdiff_cli.captioners.registry import create_model  # noqa: E402
 from spotdiff_cli.captioners.vocab import Vocabulary  # noqa: E402
-from spotdiff_cli.train.recipes import load_recipe  # noqa: E402
 
 RECIPES = {"duda": "duda-clevr-cpu", "clip4idc": "clip4idc-clevr-cpu"}
-
-
-def model_of(name: str, weights: dict[str, str], vocab: Vocabulary):
-    if name in weights:
-        return load_checkpoint(weights[name])[0].eval()
-    recipe = load_recipe(RECIPES[name])
-    torch.manual_seed(0)
-    return create_model(
-        recipe.model, vocab=vocab, channels=1280, grid=(7, 7), device="cpu", **recipe.model_config
-    ).eval()
 
 
 def time_retrieval(model, vocab: Vocabulary, pairs: int) -> float:
@@ -59,20 +45,11 @@ def time_retrieval(model, vocab: Vocabulary, pairs: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--pairs", type=int, default=20)
-    parser.add_argument("--threads", type=int, default=1)
-    parser.add_argument("--max-len", type=int, default=25)
-    parser.add_argument("--weights", action="append", default=[], help="NAME=PATH")
-    args = parser.parse_args()
-    torch.set_num_threads(args.threads)
-    weights = dict(w.split("=", 1) for w in args.weights)
-    vocab = Vocabulary.build([WORDS], min_count=1)
-    print(f"CPU, {args.threads} thread(s), {args.pairs} pairs, greedy, max {args.max_len} words")
+    args, weights, vocab = speed_arguments(__doc__.splitlines()[0])
     rows, models = {}, {}
     with torch.inference_mode():
         for name in RECIPES:
-            model = models[name] = model_of(name, weights, vocab)
+            model = models[name] = model_of(name, weights, vocab, RECIPES)
             # Captioning reads no text encoder: count what a caption runs through.
             params = sum(
                 p.numel()

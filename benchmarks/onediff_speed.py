@@ -53,10 +53,11 @@ def batch(vocab: Vocabulary, seed: int) -> dict:
     return out
 
 
-def model_of(name: str, weights: dict[str, str], vocab: Vocabulary):
+def model_of(name: str, weights: dict[str, str], vocab: Vocabulary, recipes: dict[str, str]):
+    """The checkpoint given for ``name``, else an untrained model at its recipe's sizes."""
     if name in weights:
         return load_checkpoint(weights[name])[0].eval()
-    recipe = load_recipe(RECIPES[name])
+    recipe = load_recipe(recipes[name])
     torch.manual_seed(0)
     return create_model(
         recipe.model, vocab=vocab, channels=1280, grid=(7, 7), device="cpu", **recipe.model_config
@@ -93,8 +94,9 @@ def time_backbone(pairs: int) -> dict[str, float]:
     return out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def speed_arguments(description: str) -> tuple[argparse.Namespace, dict[str, str], Vocabulary]:
+    """The options both speed scripts take, parsed and applied: (args, weights by name, vocab)."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--pairs", type=int, default=20)
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--max-len", type=int, default=25)
@@ -102,12 +104,16 @@ def main() -> None:
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
     weights = dict(w.split("=", 1) for w in args.weights)
-    vocab = Vocabulary.build([WORDS], min_count=1)
     print(f"CPU, {args.threads} thread(s), {args.pairs} pairs, greedy, max {args.max_len} words")
+    return args, weights, Vocabulary.build([WORDS], min_count=1)
+
+
+def main() -> None:
+    args, weights, vocab = speed_arguments(__doc__.splitlines()[0])
     rows = {}
     with torch.inference_mode():
         for name in RECIPES:
-            model = model_of(name, weights, vocab)
+            model = model_of(name, weights, vocab, RECIPES)
             params = sum(p.numel() for p in model.parameters())
             rows[name] = (*time_model(model, vocab, args.pairs, args.max_len), params)
     base_ms = rows["duda"][0]
