@@ -49,6 +49,17 @@ def check_settings(name: str, config: dict[str, Any], defaults: dict[str, Any]) 
             )
 
 
+def check_multiples(name: str, config: dict[str, Any], pairs: tuple[tuple[str, str], ...]) -> None:
+    """Raise ``ModelError`` unless each (width, heads) setting pair divides: attention splits a
+    width evenly over its heads."""
+    for width, heads in pairs:
+        if int(config[width]) % int(config[heads]):
+            raise ModelError(
+                f"'{name}' setting '{width}' ({config[width]}) must be a multiple of "
+                f"'{heads}' ({config[heads]})"
+            )
+
+
 def make_factory(
     name: str,
     default_config: DefaultConfig,

@@ -28,6 +28,7 @@ FAMILY_MODULES: tuple[str, ...] = (
     "spotdiff_cli.captioners.duda",
     "spotdiff_cli.captioners.onediff",
     "spotdiff_cli.captioners.clip4idc",
+    "spotdiff_cli.captioners.idc_pcl",
 )
 
 

@@ -26,7 +26,13 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ModelError
-from ..configured import check_settings, feature_config, lazy_classes, register_family
+from ..configured import (
+    check_multiples,
+    check_settings,
+    feature_config,
+    lazy_classes,
+    register_family,
+)
 
 # name -> (module, class, what `spotdiff models` says).
 MODELS: dict[str, tuple[str, str, str]] = {
@@ -100,16 +106,11 @@ def default_config(
 def check_config(name: str, config: dict[str, Any]) -> None:
     """Value kinds as :func:`check_settings`, plus the rules that tie settings together."""
     check_settings(name, config, default_config(name, 1280, (7, 7)))
-    for width, heads in (
-        ("width", "heads"),
-        ("hidden_size", "decoder_heads"),
-        ("text_width", "text_heads"),
-    ):
-        if int(config[width]) % int(config[heads]):
-            raise ModelError(
-                f"'{name}' setting '{width}' ({config[width]}) must be a multiple of "
-                f"'{heads}' ({config[heads]})"
-            )
+    check_multiples(
+        name,
+        config,
+        (("width", "heads"), ("hidden_size", "decoder_heads"), ("text_width", "text_heads")),
+    )
     if int(config["inter_layers"]) < 0 or int(config["intra_layers"]) < 0:
         raise ModelError(f"'{name}' intra_layers and inter_layers must be 0 or more")
     if (

@@ -172,9 +172,9 @@ def clip_vision_config(folder: Path) -> dict[str, Any]:
     return {**defaults, **vision}
 
 
-def read_state_dict(folder: Path) -> dict[str, Tensor]:
+def read_state_dict(folder: Path, family: str = "clip4idc") -> dict[str, Tensor]:
     """The tensors of a saved HF model folder (``model.safetensors`` or ``pytorch_model.bin``,
-    read without unpickling objects)."""
+    read without unpickling objects); ``family`` names the model in the error."""
     safetensors = folder / "model.safetensors"
     if safetensors.is_file():
         from safetensors.torch import load_file
@@ -183,7 +183,7 @@ def read_state_dict(folder: Path) -> dict[str, Tensor]:
     binary = folder / "pytorch_model.bin"
     if binary.is_file():
         return torch.load(binary, map_location="cpu", weights_only=True)
-    raise ModelError(f"clip4idc: {folder} has no model.safetensors or pytorch_model.bin")
+    raise ModelError(f"{family}: {folder} has no model.safetensors or pytorch_model.bin")
 
 
 def clip_key_map(layers: int, intra: int) -> dict[str, str]:

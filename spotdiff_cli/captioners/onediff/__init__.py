@@ -26,7 +26,13 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ModelError
-from ..configured import check_settings, feature_config, lazy_classes, register_family
+from ..configured import (
+    check_multiples,
+    check_settings,
+    feature_config,
+    lazy_classes,
+    register_family,
+)
 
 # name -> (module, class, what `spotdiff models` says).
 MODELS: dict[str, tuple[str, str, str]] = {
@@ -100,12 +106,7 @@ def check_config(name: str, config: dict[str, Any]) -> None:
             f"'{name}' lists {len(config['levels'])} levels but {len(config['level_channels'])} "
             "level_channels: give one channel count per level"
         )
-    for width, heads in (("vdm_width", "vdm_heads"), ("lm_width", "lm_heads")):
-        if int(config[width]) % int(config[heads]):
-            raise ModelError(
-                f"'{name}' setting '{width}' ({config[width]}) must be a multiple of "
-                f"'{heads}' ({config[heads]})"
-            )
+    check_multiples(name, config, (("vdm_width", "vdm_heads"), ("lm_width", "lm_heads")))
     if int(config["delta_tokens"]) < 1 or int(config["vdm_layers"]) < 1:
         raise ModelError(f"'{name}' needs at least one delta token and one VDM layer")
 

@@ -34,7 +34,7 @@ Descriptions = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
 """pair id -> (sentences about its before image, sentences about its after image)."""
 
 
-def resolve_root(name: str) -> Path:
+def resolve_root(name: str, setting: str = "cst_data") -> Path:
     """A dataset folder from a path, or from the name of a benchmark folder the training loop
     made in the user cache (``synth-60x96-seed0``, ``clevr-3000x320x240-spp16-seed0``)."""
     from ...weights import user_cache_dir
@@ -46,7 +46,7 @@ def resolve_root(name: str) -> Path:
     if cached.is_dir():
         return cached
     raise DataError(
-        f"cst_data '{name}' is neither a dataset folder nor a benchmark in {cached.parent}; give "
+        f"{setting} '{name}' is neither a dataset folder nor a benchmark in {cached.parent}; give "
         "the folder of the synthetic or rendered benchmark the run trains on"
     )
 
