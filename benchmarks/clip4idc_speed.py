@@ -25,7 +25,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from onediff_speed import batch, model_of, speed_arguments, time_model  # noqa: E402
+from onediff_speed import batch, print_rows, speed_arguments, time_models  # noqa: E402
 
 from spotdiff_cli.captioners.vocab import Vocabulary  # noqa: E402
 
@@ -46,29 +46,17 @@ def time_retrieval(model, vocab: Vocabulary, pairs: int) -> float:
 
 def main() -> None:
     args, weights, vocab = speed_arguments(__doc__.splitlines()[0])
-    rows, models = {}, {}
+    # Captioning reads no text encoder: count what a caption runs through.
+    rows, models = time_models(
+        RECIPES, weights, vocab, args, lambda name: not name.startswith(("text.", "text_proj."))
+    )
     with torch.inference_mode():
-        for name in RECIPES:
-            model = models[name] = model_of(name, weights, vocab, RECIPES)
-            # Captioning reads no text encoder: count what a caption runs through.
-            params = sum(
-                p.numel()
-                for n, p in model.named_parameters()
-                if not n.startswith(("text.", "text_proj."))
-            )
-            rows[name] = (*time_model(model, vocab, args.pairs, args.max_len), params)
         retrieval = time_retrieval(models["clip4idc"], vocab, args.pairs)
-    base_ms = rows["duda"][0]
-    print(f"{'model':<10} {'ms/pair':>9} {'x duda':>7} {'words':>6} {'ms/word':>8} {'params':>11}")
-    for name, (ms, words, params) in rows.items():
-        print(
-            f"{name:<10} {ms:9.1f} {ms / base_ms:7.2f} {words:6.1f} "
-            f"{ms / max(words, 1):8.2f} {params:11,d}"
-        )
+    print_rows(rows)
     text = models["clip4idc"].text
     print(
         f"clip4idc retrieval (pair v + one caption through {text.source}): {retrieval:.1f} ms "
-        f"({retrieval / base_ms:.2f} x duda's caption)"
+        f"({retrieval / rows['duda'][0]:.2f} x duda's caption)"
     )
 
 

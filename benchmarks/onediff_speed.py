@@ -19,7 +19,9 @@ import argparse
 import statistics
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
@@ -108,14 +110,26 @@ def speed_arguments(description: str) -> tuple[argparse.Namespace, dict[str, str
     return args, weights, Vocabulary.build([WORDS], min_count=1)
 
 
-def main() -> None:
-    args, weights, vocab = speed_arguments(__doc__.splitlines()[0])
-    rows = {}
+def time_models(
+    recipes: dict[str, str],
+    weights: dict[str, str],
+    vocab: Vocabulary,
+    args: argparse.Namespace,
+    counted: Callable[[str], bool] = lambda name: True,
+) -> tuple[dict[str, tuple[float, float, int]], dict[str, Any]]:
+    """({name: (ms per pair, words per pair, parameters counted)}, {name: model}) for every
+    model of ``recipes``; ``counted(parameter name)`` picks what the caption path runs through."""
+    rows, models = {}, {}
     with torch.inference_mode():
-        for name in RECIPES:
-            model = model_of(name, weights, vocab, RECIPES)
-            params = sum(p.numel() for p in model.parameters())
+        for name in recipes:
+            model = models[name] = model_of(name, weights, vocab, recipes)
+            params = sum(p.numel() for n, p in model.named_parameters() if counted(n))
             rows[name] = (*time_model(model, vocab, args.pairs, args.max_len), params)
+    return rows, models
+
+
+def print_rows(rows: dict[str, tuple[float, float, int]]) -> None:
+    """The table of :func:`time_models`, ratios to duda's row."""
     base_ms = rows["duda"][0]
     print(f"{'model':<18} {'ms/pair':>9} {'x duda':>7} {'words':>6} {'ms/word':>8} {'params':>10}")
     for name, (ms, words, params) in rows.items():
@@ -123,6 +137,12 @@ def main() -> None:
             f"{name:<18} {ms:9.1f} {ms / base_ms:7.2f} {words:6.1f} "
             f"{ms / max(words, 1):8.2f} {params:10,d}"
         )
+
+
+def main() -> None:
+    args, weights, vocab = speed_arguments(__doc__.splitlines()[0])
+    rows, _ = time_models(RECIPES, weights, vocab, args)
+    print_rows(rows)
     backbone = time_backbone(args.pairs)
     base = backbone["grid"]
     for label, ms in backbone.items():

@@ -210,6 +210,11 @@ def test_the_uni_directional_mask_hides_words_from_the_pair_and_later_words() ->
     torch.testing.assert_close(words[:, :4], words_again[:, :4])
     assert not torch.allclose(words[:, 4:], words_again[:, 4:])
     assert not torch.allclose(joint, joint_again)  # pre-training's joint pass reads the words
+    # Decoding computes the pair's states once and reuses them: the same word states.
+    with torch.no_grad():
+        cached = model.cross.words_given(model.cross.visual_states(visual), ids)
+    real = ids != PAD_ID  # (padding after <eos> is never read by a real word)
+    torch.testing.assert_close(cached[real], words[real], atol=1e-5, rtol=1e-4)
 
 
 def test_a_local_bert_gives_the_stream_berts_states(tmp_path: Path) -> None:

@@ -133,6 +133,28 @@ class CrossModalTransformer(nn.Module):
         hidden = self.layers(x, mask=mask, src_key_padding_mask=self._float(keys, x))
         return hidden[:, :n_visual], hidden[:, n_visual:]
 
+    def visual_states(self, visual: Tensor) -> tuple[Tensor, ...]:
+        """The visual tokens' input to every layer under the ``seq2seq`` mask, where they read
+        only each other: (N, L, width) per layer. Computed once per pair for decoding."""
+        states = [self.embed_visual(visual)]
+        for layer in self.layers.layers[:-1]:
+            states.append(layer(states[-1]))
+        return tuple(states)
+
+    def words_given(self, states: tuple[Tensor, ...], ids: Tensor) -> Tensor:
+        """The ``seq2seq`` word states (N, T, width) from :meth:`visual_states`: each layer's
+        words attend to that layer's visual states and the words up to themselves; the same
+        numbers as :meth:`forward`, without recomputing the pair at every decoding step."""
+        h = self.embed_words(ids)
+        t, n_visual = ids.shape[1], states[0].shape[1]
+        mask = seq2seq_mask(n_visual, t, h.device, h.dtype)[n_visual:]  # the word rows
+        for layer, visual in zip(self.layers.layers, states, strict=True):
+            kv = torch.cat([visual, h], dim=1)
+            attended = layer.self_attn(h, kv, kv, attn_mask=mask, need_weights=False)[0]
+            h = layer.norm1(h + layer.dropout1(attended))  # BERT's post-norm layer
+            h = layer.norm2(h + layer._ff_block(h))
+        return h
+
     @staticmethod
     def _float(pad: Tensor, like: Tensor) -> Tensor:
         # A float mask, as the attention mask is one (PyTorch warns on mixed kinds).

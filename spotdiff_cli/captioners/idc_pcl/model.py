@@ -349,12 +349,14 @@ class IDCPCLCaptioner(GradientCaptioner):
         return {"loss": total, "nll": nll.detach(), "n_tokens": n_tokens, "losses": losses}
 
     # -- inference --------------------------------------------------------------------------
-    def decode_step(self, tokens: Tensor, visual: Tensor) -> tuple[Tensor, Tensor]:
+    def decode_step(
+        self, tokens: Tensor, states: tuple[Tensor, ...]
+    ) -> tuple[Tensor, tuple[Tensor, ...]]:
         """The step of ``captioners/decoding.py``: words so far (N, t) -> log p of the next
-        (N, V). The pair's tokens (N, L, D) are the state; the seq2seq mask keeps them
-        independent of the words."""
-        _, words = self.cross(visual, tokens, "seq2seq")
-        return torch.log_softmax(self.cross.word_logits(words[:, -1]).float(), dim=-1), visual
+        (N, V). The state is the pair's per-layer states (``visual_states``): under the seq2seq
+        mask they never read the words, so they are computed once per pair, not per step."""
+        words = self.cross.words_given(states, tokens)
+        return torch.log_softmax(self.cross.word_logits(words[:, -1]).float(), dim=-1), states
 
     def _generate(
         self,
@@ -367,7 +369,7 @@ class IDCPCLCaptioner(GradientCaptioner):
         visual = self.visual(batch["before"], batch["after"])
         ids = run_decoder(
             self.decode_step,
-            visual,
+            self.cross.visual_states(visual),
             visual.shape[0],
             beam,
             min(max_len, self.cross.positions - 1),
