@@ -5,6 +5,7 @@ deterministic under a seed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -379,3 +380,55 @@ def test_every_gradient_model_trains_through_the_loop(
     assert result.history[-1]["perplexity"] < result.history[0]["perplexity"] * 1.05
     model, _ = load_checkpoint(result.best_path)
     assert model.name == name
+
+
+@pytest.mark.parametrize("name", ["clip4idc", "onediff"])
+def test_a_model_with_its_own_clip_trains_on_images_through_the_loop(
+    name: str, tiny_bench: Path, tmp_path: Path
+) -> None:
+    """``vision: PATH`` (a local CLIP) makes ``spotdiff train`` load each pair's images at the
+    CLIP's input size instead of cached grids; the run trains, validates and saves a checkpoint
+    that captions an image pair."""
+    from test_clip4idc import tiny_clip
+
+    from spotdiff_cli.captioners.checkpoint import load_checkpoint
+    from spotdiff_cli.train.loop import train
+    from spotdiff_cli.train.recipes import load_recipe
+
+    folder = tmp_path / "clip"
+    tiny_clip(folder, ["a", "car", "the"])  # a 32-px, 3-layer CLIP
+    extra = {"text": "scratch", "inter_layers": 1} if name == "clip4idc" else {}
+    config = load_recipe(
+        None,
+        model=name,
+        data=str(tiny_bench),
+        min_count=1,
+        epochs=2,
+        lr=3e-3,
+        val_tokenizer="python",
+        device="cpu",
+        model_config={"tiny": True, "vision": str(folder), **extra},
+    )
+    lines: list[str] = []
+    result = train(config, tmp_path / "run", log=lines.append)
+    assert any("32 px images" in line for line in lines), lines
+    assert result.history[-1]["perplexity"] < result.history[0]["perplexity"] * 1.05
+    model, _ = load_checkpoint(result.best_path)
+    batch = model.analysis_batch(_analysed_pair())
+    assert tuple(batch["before_images"].shape) == (1, 3, 32, 32)
+    assert isinstance(model.generate(batch, 1)[0][0], str)
+    with pytest.raises(UsageError, match="no backbone to fine-tune"):
+        train(dataclasses.replace(config, finetune_backbone=True), tmp_path / "ft")
+
+
+def _analysed_pair():
+    """One analysed pair with a drawn change (``spotdiff caption``'s input to a model)."""
+    from conftest import draw_box, textured_background
+
+    from spotdiff_cli.analysis import analyse_pair, make_pair
+    from spotdiff_cli.config import AnalysisConfig
+    from spotdiff_cli.types import Frame
+
+    before = textured_background(96, 96)
+    after = draw_box(before, 20, 30, 25, 15, (200, 30, 30))
+    return analyse_pair(make_pair(Frame(before, "a"), Frame(after, "b")), AnalysisConfig())

@@ -142,12 +142,13 @@ def register_family(
 ) -> None:
     """Register every model of ``models`` (name -> (module, class, summary)) as trainable, each
     with :func:`make_factory`."""
-    from .registry import register_model
+    from .registry import register_class, register_model
 
     for name, (_, _, summary) in models.items():
         register_model(name, family=family, summary=summary, trainable=True)(
             make_factory(name, default_config, model_class, check_config)
         )
+        register_class(name, model_class)
 
 
 def feature_config(

@@ -87,6 +87,26 @@ def _known(name: str) -> None:
     )
 
 
+_CLASSES: dict[str, Callable[[str], type]] = {}
+
+
+def register_class(name: str, model_class: Callable[[str], type]) -> None:
+    """Record how to get model ``name``'s class (``model_class(name)`` imports its module, and so
+    torch, only when asked)."""
+    _CLASSES[name] = model_class
+
+
+def image_side(name: str, model_config: dict[str, Any]) -> int | None:
+    """The square side of the images model ``name`` reads itself with ``model_config`` (a local
+    CLIP's input size with ``vision: PATH``), or None for a model that reads backbone grids:
+    what ``spotdiff train`` asks before it loads the data."""
+    _known(name)
+    if name not in _CLASSES:
+        return None
+    side = getattr(_CLASSES[name](name), "image_side", None)
+    return side(model_config) if callable(side) else None
+
+
 def model_info(name: str) -> ModelInfo:
     _known(name)
     return _INFO[name]

@@ -137,6 +137,17 @@ class TrainingData:
             )
 
 
+@dataclass(frozen=True)
+class ImageInput:
+    """``load_training_data(images=...)`` for a model that reads pixels itself (a local CLIP,
+    ``registry.image_side``): the images' size. ``grid`` only sizes the cluster masks the batches
+    carry (such models read none); ``channels`` is what the model is told it gets."""
+
+    input_size: tuple[int, int]
+    grid: tuple[int, int] = (7, 7)
+    channels: int = 3
+
+
 def training_sentences(root: str | Path, split: str = "train", format: str = "auto") -> list[str]:
     """Every reference sentence of a split (what the vocabulary is built from)."""
     from ..data import load_dataset
@@ -163,8 +174,9 @@ def load_training_data(
     Needs ``spotdiff data prepare ROOT --backbone BACKBONE`` to have run (the error says so).
     ``input_size``, ``levels``: which feature cache (``data/cache.py: feature_folder``): another
     input size (448: lite0's 14 x 14 grid), multi-level maps (pairs then carry ``levels``).
-    ``images``: a ``BackboneInfo`` to fine-tune that backbone: pairs then hold the images, resized
-    to its input size (or ``input_size``) as the cache does, (3, H, W) uint8, instead of grids.
+    ``images``: a ``BackboneInfo`` to fine-tune that backbone, or an :class:`ImageInput` for a
+    model that reads pixels: pairs then hold the images, resized to its input size (or
+    ``input_size``) as the cache does, (3, H, W) uint8, instead of grids.
     Pairs whose analysis found no cluster keep K = 0 (a "no change" pair): their sentences have
     gold alignment -1.
     """
@@ -252,6 +264,7 @@ def _resized_image(path: Any, size: tuple[int, int]) -> np.ndarray:
 
 __all__ = [
     "GOLD_IOU",
+    "ImageInput",
     "PairInputs",
     "TrainingData",
     "backbone_grids",

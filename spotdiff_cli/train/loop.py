@@ -43,11 +43,11 @@ import torch
 from ..atomic import atomic_write_text
 from ..captioners.checkpoint import build_captioner, read_checkpoint, save_checkpoint
 from ..captioners.features import Batch, move_batch, with_grids
-from ..captioners.registry import create_model
+from ..captioners.registry import create_model, image_side
 from ..captioners.vocab import Vocabulary
 from ..errors import OutputError, UsageError
 from . import distributed as dist
-from .batches import TrainingData, load_training_data, training_sentences
+from .batches import ImageInput, TrainingData, load_training_data, training_sentences
 from .init import InitReport, freeze_parameters, partial_load
 from .recipes import CACHED_DATASETS, Stage, TrainConfig
 from .sampler import contrastive_batches, epoch_order, shuffled_batches
@@ -337,13 +337,23 @@ def load_splits(
         input_size=config.input_size or None,
         levels=config.feature_levels,
     )
+    side = image_side(config.model, config.model_config)
     if backbone is not None:
+        if side is not None:
+            raise UsageError(
+                f"{config.model} reads images itself (vision: in model_config), so there is no "
+                "backbone to fine-tune: set finetune_backbone: false"
+            )
         data_args["images"] = backbone[1]
+    elif side is not None:  # a model with its own vision tower (a local CLIP) reads pixels
+        data_args["images"] = ImageInput((side, side))
+        data_args["input_size"] = None
     train_data = load_training_data(root, config.train_split, vocab, **data_args)
     val_data = load_training_data(root, config.val_split, vocab, **data_args)
+    inputs = f"{side} px images" if side else f"features {train_data.feature_shape}"
     say(
         f"data: {len(train_data.examples)} training examples ({len(train_data.pairs)} pairs), "
-        f"{len(val_data.pairs)} validation pairs, features {train_data.feature_shape}"
+        f"{len(val_data.pairs)} validation pairs, {inputs}"
     )
     return train_data, val_data
 

@@ -53,7 +53,7 @@ from ..spot_the_diff.common import PAD, Batch, Generated, GradientCaptioner, run
 from ..text_encoders import TextEncoder
 from ..transformer import TransformerDecoder
 from ..vocab import Vocabulary
-from .vision import PairViT, load_clip_vision, normalise_images
+from .vision import PairViT, clip_vision_config, load_clip_vision, normalise_images
 
 LOSSES = ("retrieval", "caption")
 MAX_LOGIT_SCALE = float(np.log(100.0))  # CLIP clamps its learned scale at 100
@@ -153,6 +153,17 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         )
         self.active: set[str] | None = None  # the stage's objectives; None = every loss
 
+    @classmethod
+    def image_side(cls, model_config: dict[str, Any]) -> int | None:
+        """The side of the images this model reads with ``vision: PATH`` (the CLIP folder's
+        input size), else None (it reads backbone grids): ``spotdiff train`` then loads images."""
+        vision = str(model_config.get("vision", "") or "").strip()
+        if not vision:
+            return None
+        from pathlib import Path
+
+        return int(clip_vision_config(Path(vision).expanduser())["image_size"])
+
     # -- stages -----------------------------------------------------------------------------
     def set_training_stage(
         self, name: str, objectives: dict[str, float], options: dict[str, Any]
@@ -183,8 +194,7 @@ class CLIP4IDCCaptioner(GradientCaptioner):
             raise ModelError(
                 "'clip4idc' with vision: PATH reads images (before_images / after_images, "
                 f"(B, 3, {self.image_size}, {self.image_size}) uint8), not cached backbone "
-                "features: `spotdiff train` feeds cached features, so train this variant "
-                "through the Python API (see the model card)"
+                "features (`spotdiff train` loads images for it)"
             )
         device = self.device
         return {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}

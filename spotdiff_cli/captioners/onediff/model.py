@@ -52,6 +52,7 @@ import torch
 from torch import Tensor, nn
 
 from ...errors import ModelError, UsageError
+from ..clip4idc.vision import clip_vision_config
 from ..spot_the_diff.common import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
 from .cst import Descriptions, scene_descriptions, scene_of
@@ -153,6 +154,17 @@ class OneDiffCaptioner(GradientCaptioner):
         self.cst_bank: Descriptions = {}
         self.cst_source = ""
 
+    @classmethod
+    def image_side(cls, model_config: dict[str, Any]) -> int | None:
+        """The side of the images this model reads with ``vision: PATH`` (the CLIP folder's
+        input size), else None (it reads backbone grids): ``spotdiff train`` then loads images."""
+        vision = str(model_config.get("vision", "") or "").strip()
+        if not vision:
+            return None
+        from pathlib import Path
+
+        return int(clip_vision_config(Path(vision).expanduser())["image_size"])
+
     # -- inputs -----------------------------------------------------------------------------
     def _prepare(self, batch: Batch) -> Batch:
         if self.clip is None:
@@ -181,8 +193,7 @@ class OneDiffCaptioner(GradientCaptioner):
             raise ModelError(
                 "'onediff' with vision: PATH reads images (before_images / after_images, "
                 f"(B, 3, {self.clip.image_size}, {self.clip.image_size}) uint8), not cached "
-                "backbone features: `spotdiff train` feeds cached features, so train this "
-                "variant through the Python API (see the model card)"
+                "backbone features (`spotdiff train` loads images for it)"
             )
         device = self.device
         return {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}
