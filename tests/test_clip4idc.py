@@ -310,6 +310,6 @@ def test_tiny_recipe_trains_captions_and_scores_through_the_console_script(
     assert validations[-1]["perplexity"] < validations[1]["perplexity"] / 2
     assert validations[0]["perplexity"] == pytest.approx(validations[1]["perplexity"], rel=0.1)
     scored = caption_and_score("clip4idc", out / "best.pt", tmp_path, write_png, cache)
-    assert "Retrieval R@1" in scored.stdout
+    assert "Retrieval R@1" in scored.stdout and "among 6 pairs" in scored.stdout
     results = json.loads((tmp_path / "eval" / "results.json").read_text())
     assert 0.0 <= results["retrieval"]["reference R@1"] <= 1.0

@@ -339,7 +339,7 @@ def test_tiny_run_switches_at_xi_learns_reloads_and_reports_r_at_1(
         ],
     )
     assert out.exit_code == 0, out.output
-    assert "Retrieval R@1" in out.output
+    assert "Retrieval R@1" in out.output and "among 2 after images" in out.output
     saved = json.loads((tmp_path / "eval" / "results.json").read_text())
     retrieval = saved["retrieval"]
     assert retrieval["candidates"] == 2 and 0 <= retrieval["reference R@1 hard"] <= 1

@@ -64,9 +64,17 @@ def _footer(result: EvalResult) -> list[str]:
 def retrieval_line(retrieval: dict[str, float]) -> str:
     """One line for a retrieval head's R@1 (protocols.py: RetrievalTally)."""
     n = int(retrieval.get("candidates", 0))
+    # duda-aux's candidates are after images, the hard one the query's before image; clip4idc's
+    # are pairs, the hard one the query's pair with nothing changed.
+    pairs = bool(retrieval.get("pair candidates"))
+    among, hard = (
+        ("pairs", "the unchanged pair (A, A)")
+        if pairs
+        else ("after images", "the query's before image")
+    )
     return (
-        f"Retrieval R@1: {retrieval['reference R@1']:.3f} among {n} after images, "
-        f"{retrieval['reference R@1 hard']:.3f} with the query's before image added (hard), "
+        f"Retrieval R@1: {retrieval['reference R@1']:.3f} among {n} {among}, "
+        f"{retrieval['reference R@1 hard']:.3f} with {hard} added (hard), "
         f"reference captions; {retrieval['generated R@1']:.3f} / "
         f"{retrieval['generated R@1 hard']:.3f} with the model's own sentence"
     )

@@ -575,7 +575,8 @@ def evaluate_model(
     apart = "single" in protocols and bool(getattr(captioner, "single_sentence_differs", False))
     # Models with a retrieval head (duda-aux) give each pair's composed queries and candidates.
     embed = getattr(captioner, "retrieval_embeddings", None)
-    retrieval = RetrievalTally()
+    # What its candidates are: duda-aux's after images, or clip4idc's pairs (text -> pair).
+    retrieval = RetrievalTally(getattr(captioner, "retrieval_candidates", "after images"))
     single: Predictions = {}
     for index, pair in enumerate(pairs):
         count = gold_sentence_count(pair) if told else None
@@ -656,7 +657,9 @@ class RetrievalTally:
     whole split (``captioners/retrieval.py``): the easy set (every after image) and the hard
     set (plus the query's own before image), for reference and for generated captions."""
 
-    def __init__(self) -> None:
+    def __init__(self, candidates: str = "after images") -> None:
+        # "after images" (duda-aux: g(B) vs g(A)) or "pairs" (clip4idc: v(A, B) vs v(A, A)).
+        self.candidates = candidates
         self.references: list[Any] = []
         self.generated: list[Any] = []
         self.after: list[Any] = []
@@ -677,7 +680,10 @@ class RetrievalTally:
         if not self.after:
             return {}
         after, before = torch.stack(self.after), torch.stack(self.before)
-        out: dict[str, float] = {"candidates": float(len(self.after))}
+        out: dict[str, float] = {
+            "candidates": float(len(self.after)),
+            "pair candidates": float(self.candidates == "pairs"),
+        }
         for source, queries in (("reference", self.references), ("generated", self.generated)):
             pair_of = torch.cat([torch.full((len(q),), i) for i, q in enumerate(queries)])
             recall = recall_at_1(torch.cat(queries), pair_of.long(), after, before)

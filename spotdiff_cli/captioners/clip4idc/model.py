@@ -86,6 +86,8 @@ class CLIP4IDCCaptioner(GradientCaptioner):
     )
     # Numbers validation_scores adds to a validation record (a recipe's val_metric may pick one).
     validation_metrics: ClassVar[tuple[str, ...]] = ("R@1", "R@1-hard", "R@1-p2t")
+    # spotdiff eval's R@1 (evaluate/protocols.py): a caption retrieves its pair among pairs.
+    retrieval_candidates: ClassVar[str] = "pairs"
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
         super().__init__(config, vocab)
