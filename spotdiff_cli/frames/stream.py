@@ -50,7 +50,7 @@ import numpy as np
 from ..errors import InputError, UsageError
 from ..types import Frame
 from .base import TIME_EPS, FrameSource, SourceInfo, next_target
-from .video import _DURATION, _FPS, _STREAM, _TBR, FFmpegPipe, _rate, find_ffmpeg, rgb_pipe_args
+from .video import FFmpegPipe, find_ffmpeg, parse_input_summary, rgb_pipe_args
 
 __all__ = ["StreamInfo", "StreamSource", "is_stream", "open_stream", "redact"]
 
@@ -250,17 +250,13 @@ class StreamSource(FrameSource):
                     f"{self._name}: cannot open the stream ({self._last_error}); {hint}"
                 )
             header = pipe.header_text
-            stream = _STREAM.search(header)
-            line = header[stream.start() :].splitlines()[0] if stream else ""
-            fps = _rate(_FPS.search(line)) or _rate(_TBR.search(line))
-            duration = None
-            dur = _DURATION.search(header)
-            if dur and dur[1] is not None:  # "Duration: N/A" for a live stream
-                duration = int(dur[1]) * 3600 + int(dur[2]) * 60 + float(dur[3])
+            summary = parse_input_summary(header)  # its duration is None for a live stream
+            fps = (summary.fps or summary.tbr) if summary else None
+            duration = summary.duration if summary else None
             assert pipe.out_size is not None
             fmt = _INPUT_FORMAT.search(header)
             self._arrival_times = bool(fmt) and bool(_UNTIMED_FORMATS & set(fmt[1].split(",")))
-            width, height = (int(stream["w"]), int(stream["h"])) if stream else pipe.out_size
+            width, height = (summary.width, summary.height) if summary else pipe.out_size
             # Second 0 is the first frame, captured about when the connection opened.
             self._clock0, self._wall0 = self._opened
             if self.origin is not None:  # resumed: continue the earlier run's time axis

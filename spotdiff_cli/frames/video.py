@@ -29,6 +29,7 @@ import shutil
 import subprocess
 import threading
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
 
@@ -372,6 +373,43 @@ def _rate(match: re.Match[str] | None) -> float | None:
     return float(match[1]) * (1000.0 if match[2] else 1.0)
 
 
+@dataclass(frozen=True)
+class InputSummary:
+    """What ffmpeg's input summary (``ffmpeg -i SOURCE`` on stderr) says about the first video
+    stream: size, the average rate ("fps") and the guessed base rate ("tbr"), the duration (None
+    for "N/A", a live stream) and the start time."""
+
+    width: int
+    height: int
+    fps: float | None
+    tbr: float | None
+    duration: float | None
+    start: float
+
+
+def parse_input_summary(text: str) -> InputSummary | None:
+    """:class:`InputSummary` of ffmpeg's stderr header, or None when it names no video stream."""
+    stream = _STREAM.search(text)
+    if stream is None:
+        return None
+    line = text[stream.start() :].splitlines()[0]
+    duration, start = None, 0.0
+    dur = _DURATION.search(text)
+    if dur:
+        if dur[1] is not None:
+            duration = int(dur[1]) * 3600 + int(dur[2]) * 60 + float(dur[3])
+        if dur[4] is not None:
+            start = float(dur[4])
+    return InputSummary(
+        int(stream["w"]),
+        int(stream["h"]),
+        _rate(_FPS.search(line)),
+        _rate(_TBR.search(line)),
+        duration,
+        start,
+    )
+
+
 class _FFmpegReader:
     """ffmpeg subprocesses driven by ffmpeg-python; stateless between samples (each sampling run
     starts its own process, seeking with ``-ss`` so skipped footage is never decoded)."""
@@ -398,19 +436,11 @@ class _FFmpegReader:
             timeout=60,
         )
         text = proc.stderr
-        stream = _STREAM.search(text)
-        if stream is None:
+        summary = parse_input_summary(text)
+        if summary is None:
             last = _last_error_line(text)
             raise InputError(f"{self.path}: not a readable video ({last}); {_VIDEO_HINT}")
-        line = text[stream.start() :].splitlines()[0]
-        fps, tbr = _rate(_FPS.search(line)), _rate(_TBR.search(line))
-        duration, start = None, 0.0
-        dur = _DURATION.search(text)
-        if dur:
-            if dur[1] is not None:
-                duration = int(dur[1]) * 3600 + int(dur[2]) * 60 + float(dur[3])
-            if dur[4] is not None:
-                start = float(dur[4])
+        fps, tbr, duration, start = summary.fps, summary.tbr, summary.duration, summary.start
         # ffmpeg prints the average rate as "fps" and the guessed base rate as "tbr": when they
         # differ the stream is variable-frame-rate (the DVR-Scan VFR clip: 16.72 fps, 25 tbr).
         vfr = None if fps is None or tbr is None else abs(fps - tbr) > 0.01 * tbr
@@ -419,8 +449,8 @@ class _FFmpegReader:
         info = SourceInfo(
             name=self.path.name,
             kind="video",
-            width=int(stream["w"]),
-            height=int(stream["h"]),
+            width=summary.width,
+            height=summary.height,
             duration=duration,
             fps=fps,
             frame_count=count,
