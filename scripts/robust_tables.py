@@ -10,6 +10,7 @@ seed) and ``WORK/runs/RUN-sSEED/`` (training logs), and prints Markdown:
   Stanford CoreNLP models that cannot be downloaded here);
 * Table 5: CIDEr-D per change type and on distractors;
 * change detection and attribute accuracy against the benchmark's gold labels;
+* the perplexity of the test references, all and on changed / distractor pairs;
 * the auxiliary network's retrieval R@1 (runs whose results carry ``retrieval``);
 * the paired bootstraps ``spotdiff eval --compare`` wrote to ``WORK/compare/A-vs-B/`` (per-pair
   CIDEr-D averaged over seeds) for the comparisons the paper makes: duda-aux vs duda, easy+hard
@@ -123,6 +124,25 @@ def retrieval_lines(results: dict[str, list[dict[str, Any]]]) -> list[str]:
     return lines
 
 
+def perplexity_lines(results: dict[str, list[dict[str, Any]]]) -> list[str]:
+    """Perplexity of the test references, all and per group (``spotdiff eval`` of a model with
+    ``log_likelihood``; the group split needs results written since it was added)."""
+    rows = {run: [r for r in seeds if r.get("perplexity")] for run, seeds in results.items()}
+    rows = {run: v for run, v in rows.items() if v}
+    if not rows:
+        return []
+    lines = ["| Run | seeds | all | changed | distractor |", "|---|---:|---:|---:|---:|"]
+    for run, v in rows.items():
+        groups = [
+            fmt(r["perplexity_groups"][g] for r in v if g in r.get("perplexity_groups", {}))
+            for g in ("changed", "distractor")
+        ]
+        lines.append(
+            f"| {run} | {len(v)} | {fmt(r['perplexity'] for r in v)} | {groups[0]} | {groups[1]} |"
+        )
+    return lines
+
+
 def bootstrap_lines(work: Path) -> list[str]:
     """The paired bootstraps `spotdiff eval --compare` wrote to ``WORK/compare/A-vs-B/``."""
     lines = [
@@ -191,6 +211,8 @@ def main(argv: list[str]) -> None:
         "\nChange detection and attributes named (gold labels)\n",
         *detection_table(results),
     ]
+    if perplexities := perplexity_lines(results):
+        blocks += ["\nPerplexity of the reference captions (test split)\n", *perplexities]
     if retrieval := retrieval_lines(results):
         blocks += ["\nRetrieval by the auxiliary network (test split)\n", *retrieval]
     if boots := bootstrap_lines(work):

@@ -142,6 +142,12 @@ def test_perplexity_reported_for_a_model_with_log_likelihood(
     assert "perplexity: 20.000" in " ".join(result.output.split())
     saved = json.loads((out / "results.json").read_text())
     assert saved["perplexity"] == pytest.approx(20.0) and saved["perplexity_note"] is None
+    # Changed and distractor pairs each get their own line (their references differ in kind).
+    assert saved["perplexity_groups"] == {
+        "changed": pytest.approx(20.0),
+        "distractor": pytest.approx(20.0),
+    }
+    assert "changed pairs: 20.000" in result.output
     assert model.calls >= 8  # every reference sentence of every pair was scored
     assert "Perplexity: 20.000" in (out / "results.md").read_text()
 

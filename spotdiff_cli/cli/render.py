@@ -240,6 +240,10 @@ def print_evaluation(evaluation: Any, protocols: tuple[str, ...], paths: dict[st
     perplexities = [r.perplexity for r in runs if r.perplexity is not None]
     if perplexities:
         console.print("perplexity: " + ", ".join(f"{p:.3f}" for p in perplexities))
+        for group in ("changed", "distractor"):
+            values = [r.perplexity_groups[group] for r in runs if group in r.perplexity_groups]
+            if values:
+                console.print(f"  {group} pairs: " + ", ".join(f"{p:.3f}" for p in values))
     elif runs[0].perplexity_note:
         # Say n/a rather than print nothing: a missing line reads like a forgotten metric.
         console.print(f"perplexity: n/a ({escape(runs[0].perplexity_note)})")

@@ -43,7 +43,8 @@ def protocols_of(result: EvalResult) -> tuple[str, ...]:
 def _footer(result: EvalResult) -> list[str]:
     lines: list[str] = []
     if result.perplexity is not None:
-        lines.append(f"Perplexity: {result.perplexity:.3f}")
+        groups = ", ".join(f"{k} {v:.3f}" for k, v in result.perplexity_groups.items())
+        lines.append(f"Perplexity: {result.perplexity:.3f}" + (f" ({groups})" if groups else ""))
     elif result.perplexity_note:
         lines.append(f"Perplexity: n/a ({result.perplexity_note})")
     if result.alignment_precision is not None:

@@ -83,6 +83,10 @@ class EvalResult:
     predictions_file: str | None = None
     perplexity: float | None = None
     perplexity_note: str | None = None  # why there is no perplexity ("n/a" in tables)
+    # Perplexity of the changed and of the distractor pairs' references (datasets with both):
+    # whether a model learned the change captions shows here even when greedy decoding writes
+    # the majority answer ("no change") for every pair.
+    perplexity_groups: dict[str, float] = field(default_factory=dict)
     alignment_precision: float | None = None
     alignment_count: int = 0
     # Models with a retrieval head: R@1 per candidate set and caption source (retrieval_recall).
@@ -568,6 +572,7 @@ def evaluate_model(
     predictions: Predictions = {}
     aligned: dict[str, list[tuple[int | None, Box]]] = {}
     nll: list[tuple[float, int]] = []
+    nll_of: dict[str, list[tuple[float, int]]] = {}  # pair id -> its references' (nll, tokens)
     told = gold_count and bool(getattr(captioner, "takes_sentence_count", False))
     # The paper's single-sentence setting generates one sentence; for a model whose one sentence
     # is not the first of its longer description (ddla-uniform: a random cluster, §4), decode
@@ -593,7 +598,9 @@ def evaluate_model(
             if s.cluster_ids and s.cluster_ids[0] in boxes
         ]
         if callable(likelihood):
-            nll.extend(_nll_pair(likelihood(result, ref)) for ref in pair.sentences if ref.strip())
+            scores = [_nll_pair(likelihood(result, ref)) for ref in pair.sentences if ref.strip()]
+            nll.extend(scores)
+            nll_of[pair.id] = scores
         if callable(embed):
             # analysis_batch is the one describe() just built: no second backbone pass.
             refs = [ref for ref in pair.sentences if ref.strip()]
@@ -630,6 +637,11 @@ def evaluate_model(
         scored.perplexity_note = "the references of this split are empty"
     else:
         scored.perplexity = perplexity(nll)
+        groups = _groups(list(pairs))
+        for group in ("changed", "distractor"):
+            scores = [x for p in groups.get(group, []) for x in nll_of.get(p.id, [])]
+            if scores and sum(n for _, n in scores):
+                scored.perplexity_groups[group] = perplexity(scores)
     if any(p.gold for p in pairs):
         scored.alignment_precision, scored.alignment_count = alignment_precision(aligned, subset)
     if callable(embed):
