@@ -14,12 +14,13 @@ from pathlib import Path
 import pytest
 import torch
 from console import caption_and_score, run_spotdiff
+from tiny_batches import one_sentence_batch
 
 from spotdiff_cli.captioners.checkpoint import load_checkpoint, save_checkpoint
 from spotdiff_cli.captioners.clip4idc.vision import load_clip_vision, normalise_images
 from spotdiff_cli.captioners.registry import create_model
 from spotdiff_cli.captioners.text_encoders import TextEncoder, minilm_folder, minilm_zip
-from spotdiff_cli.captioners.vocab import PAD_ID, Vocabulary
+from spotdiff_cli.captioners.vocab import Vocabulary
 from spotdiff_cli.errors import ModelError
 
 SENTENCES = [
@@ -36,21 +37,9 @@ def make_vocab() -> Vocabulary:
 
 
 def make_batch(vocab: Vocabulary, seed: int = 0) -> dict:
-    """B=4 pairs, one sentence each, random grids."""
-    g = torch.Generator().manual_seed(seed)
-    b = len(SENTENCES)
-    tokens = torch.full((b, 1, 8), PAD_ID)
-    for i, s in enumerate(SENTENCES):
-        enc = vocab.encode(s)
-        tokens[i, 0, : len(enc)] = torch.tensor(enc)
-    return {
-        "before": torch.randn(b, C, H, W, generator=g),
-        "after": torch.randn(b, C, H, W, generator=g),
-        "tokens": tokens,
-        "sentence_valid": torch.ones(b, 1, dtype=torch.bool),
-        "caption_groups": torch.arange(b),
-        "pair_ids": ["0", "1", "2", "3"],
-    }
+    """B=4 pairs, one sentence each, random grids, every caption its own group."""
+    batch = one_sentence_batch(vocab, SENTENCES, (C, H, W), ["0", "1", "2", "3"], seed)
+    return {**batch, "caption_groups": torch.arange(len(SENTENCES))}
 
 
 def build(vocab: Vocabulary, **overrides) -> torch.nn.Module:

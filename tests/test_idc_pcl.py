@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from console import caption_and_score, run_spotdiff
+from tiny_batches import one_sentence_batch
 
 from spotdiff_cli.captioners.checkpoint import load_checkpoint, save_checkpoint
 from spotdiff_cli.captioners.idc_pcl.rewrites import NO_CHANGE, rewrite_bank
@@ -32,19 +33,7 @@ C, H, W = 16, 4, 4
 
 def make_batch(vocab: Vocabulary, seed: int = 0) -> dict:
     """B=4 pairs, one sentence each, random grids; pair ids of the CLEVR fixture below."""
-    g = torch.Generator().manual_seed(seed)
-    b = len(SENTENCES)
-    tokens = torch.full((b, 1, 10), PAD_ID)
-    for i, s in enumerate(SENTENCES):
-        enc = vocab.encode(s)
-        tokens[i, 0, : len(enc)] = torch.tensor(enc)
-    return {
-        "before": torch.randn(b, C, H, W, generator=g),
-        "after": torch.randn(b, C, H, W, generator=g),
-        "tokens": tokens,
-        "sentence_valid": torch.ones(b, 1, dtype=torch.bool),
-        "pair_ids": ["0", "1", "2", "0_nc"],
-    }
+    return one_sentence_batch(vocab, SENTENCES, (C, H, W), ["0", "1", "2", "0_nc"], seed, 10)
 
 
 def clevr_fixture(root: Path) -> Path:

@@ -12,13 +12,14 @@ from pathlib import Path
 import pytest
 import torch
 from console import caption_and_score, run_spotdiff
+from tiny_batches import one_sentence_batch
 
 from spotdiff_cli.captioners.checkpoint import load_checkpoint, save_checkpoint
 from spotdiff_cli.captioners.onediff.cst import clevr_descriptions, scene_descriptions
 from spotdiff_cli.captioners.onediff.lm import decoding_permutation
 from spotdiff_cli.captioners.onediff.vdm import VisualDeltaModule, cross_levels
 from spotdiff_cli.captioners.registry import create_model
-from spotdiff_cli.captioners.vocab import EOS_ID, PAD_ID, Vocabulary
+from spotdiff_cli.captioners.vocab import EOS_ID, Vocabulary
 from spotdiff_cli.errors import DataError, ModelError, UsageError
 
 SENTENCES = ["the red car is gone", "there is a blue car", "someone moved the van", "no change"]
@@ -32,19 +33,9 @@ def make_vocab() -> Vocabulary:
 
 def make_batch(vocab: Vocabulary, seed: int = 0, ids: list[str] | None = None) -> dict:
     """B=4 pairs, one sentence each, grids and the two lower levels of random features."""
-    g = torch.Generator().manual_seed(seed)
+    batch = one_sentence_batch(vocab, SENTENCES, (C, H, W), ids or ["0", "1", "2", "2_nc"], seed)
+    g = torch.Generator().manual_seed(seed + 1)
     b = len(SENTENCES)
-    tokens = torch.full((b, 1, 8), PAD_ID)
-    for i, s in enumerate(SENTENCES):
-        enc = vocab.encode(s)
-        tokens[i, 0, : len(enc)] = torch.tensor(enc)
-    batch = {
-        "before": torch.randn(b, C, H, W, generator=g),
-        "after": torch.randn(b, C, H, W, generator=g),
-        "tokens": tokens,
-        "sentence_valid": torch.ones(b, 1, dtype=torch.bool),
-        "pair_ids": ids or ["0", "1", "2", "2_nc"],
-    }
     for name, (ch, side) in LEVELS.items():
         for which in ("before", "after"):
             batch[f"{which}_{name}"] = torch.randn(b, ch, side, side, generator=g)
