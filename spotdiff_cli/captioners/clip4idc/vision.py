@@ -33,6 +33,7 @@ from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
 from ...errors import ModelError
+from ..local_files import read_state_dict
 
 # OpenAI CLIP's normalisation (every published CLIP preprocessor_config.json).
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -172,20 +173,6 @@ def clip_vision_config(folder: Path) -> dict[str, Any]:
     return {**defaults, **vision}
 
 
-def read_state_dict(folder: Path, family: str = "clip4idc") -> dict[str, Tensor]:
-    """The tensors of a saved HF model folder (``model.safetensors`` or ``pytorch_model.bin``,
-    read without unpickling objects); ``family`` names the model in the error."""
-    safetensors = folder / "model.safetensors"
-    if safetensors.is_file():
-        from safetensors.torch import load_file
-
-        return load_file(str(safetensors))
-    binary = folder / "pytorch_model.bin"
-    if binary.is_file():
-        return torch.load(binary, map_location="cpu", weights_only=True)
-    raise ModelError(f"{family}: {folder} has no model.safetensors or pytorch_model.bin")
-
-
 def clip_key_map(layers: int, intra: int) -> dict[str, str]:
     """HF CLIP vision key (without the ``vision_model.`` prefix) -> :class:`PairViT` key, for
     the non-attention tensors; q/k/v are fused by :func:`load_clip_vision`."""
@@ -303,5 +290,4 @@ __all__ = [
     "clip_vision_config",
     "load_clip_vision",
     "normalise_images",
-    "read_state_dict",
 ]

@@ -36,6 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import ModelError
+from ..local_files import read_state_dict
 from ..vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID, Vocabulary
 
 MODES = ("joint", "seq2seq", "text")
@@ -225,8 +226,6 @@ def bert_word_rows(vocab: Vocabulary, bert_vocab: list[str]) -> list[list[int]]:
 def load_bert(folder: str | Path, vocab: Vocabulary, dropout: float) -> CrossModalTransformer:
     """A :class:`CrossModalTransformer` shaped as, and filled from, the local BERT in
     ``folder`` (module docstring)."""
-    from ..clip4idc.vision import read_state_dict
-
     folder = Path(folder).expanduser()
     cfg = bert_config(folder)
     vocab_file = folder / "vocab.txt"

@@ -36,6 +36,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import DataError
+from ..local_files import resolve_root
 from ..vocab import tokenize
 
 # The rendered CLEVR-Change set's captions name one value by several words (its templates').
@@ -291,8 +292,6 @@ def _synth_bank(root: Path, split: str) -> RewriteBank:
 def rewrite_bank(root: str | Path, split: str = "train") -> RewriteBank:
     """The rewrite bank of ``split`` of the benchmark at ``root`` (a folder, or a benchmark's
     name in the user cache)."""
-    from ..onediff.cst import resolve_root
-
     folder = resolve_root(str(root), "fda_data")
     if (folder / "gold.json").is_file() and (folder / "change_captions.json").is_file():
         return _clevr_bank(folder, split)

@@ -29,26 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import DataError
+from ..local_files import resolve_root
 
 Descriptions = dict[str, tuple[tuple[str, ...], tuple[str, ...]]]
 """pair id -> (sentences about its before image, sentences about its after image)."""
-
-
-def resolve_root(name: str, setting: str = "cst_data") -> Path:
-    """A dataset folder from a path, or from the name of a benchmark folder the training loop
-    made in the user cache (``synth-60x96-seed0``, ``clevr-3000x320x240-spp16-seed0``)."""
-    from ...weights import user_cache_dir
-
-    path = Path(name).expanduser()
-    if path.is_dir():
-        return path
-    cached = user_cache_dir() / "datasets" / name
-    if cached.is_dir():
-        return cached
-    raise DataError(
-        f"{setting} '{name}' is neither a dataset folder nor a benchmark in {cached.parent}; give "
-        "the folder of the synthetic or rendered benchmark the run trains on"
-    )
 
 
 def clevr_sentence(obj: dict[str, Any]) -> str:
