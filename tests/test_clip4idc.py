@@ -17,7 +17,7 @@ from console import caption_and_score, run_spotdiff
 from tiny_batches import one_sentence_batch
 
 from spotdiff_cli.captioners.checkpoint import load_checkpoint, save_checkpoint
-from spotdiff_cli.captioners.clip4idc.vision import load_clip_vision, normalise_images
+from spotdiff_cli.captioners.pair_vit import load_clip_vision, normalise_images
 from spotdiff_cli.captioners.registry import create_model
 from spotdiff_cli.captioners.text_encoders import TextEncoder, minilm_folder, minilm_zip
 from spotdiff_cli.captioners.vocab import Vocabulary

@@ -48,12 +48,12 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import ModelError
+from ..pair_vit import PairViT, clip_image_side, load_clip_vision, normalise_images
 from ..retrieval import recall_at_1
 from ..spot_the_diff.common import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..text_encoders import TextEncoder
 from ..transformer import TransformerDecoder
 from ..vocab import Vocabulary
-from .vision import PairViT, clip_vision_config, load_clip_vision, normalise_images
 
 LOSSES = ("retrieval", "caption")
 MAX_LOGIT_SCALE = float(np.log(100.0))  # CLIP clamps its learned scale at 100
@@ -159,12 +159,7 @@ class CLIP4IDCCaptioner(GradientCaptioner):
     def image_side(cls, model_config: dict[str, Any]) -> int | None:
         """The side of the images this model reads with ``vision: PATH`` (the CLIP folder's
         input size), else None (it reads backbone grids): ``spotdiff train`` then loads images."""
-        vision = str(model_config.get("vision", "") or "").strip()
-        if not vision:
-            return None
-        from pathlib import Path
-
-        return int(clip_vision_config(Path(vision).expanduser())["image_size"])
+        return clip_image_side(model_config, "clip4idc")
 
     # -- stages -----------------------------------------------------------------------------
     def set_training_stage(

@@ -4,7 +4,7 @@ Learning", AAAI 2022; ``papers/idc-pcl-pretraining-slides.txt``) on this project
 The network (the slides' "Model Architecture"), for a pair (I₁, I₂) and a caption w:
 
 1. **Single-image encoder** (shared by both images) and **pair-image encoder** (the "image
-   difference encoder"): :class:`~spotdiff_cli.captioners.clip4idc.vision.PairViT` over the
+   difference encoder"): :class:`~spotdiff_cli.captioners.pair_vit.PairViT` over the
    cached backbone grid: ``single_layers`` transformer layers per image, then each image's tokens
    tagged and ``pair_layers`` joint layers; each image's class token is its [IMG1] / [IMG2].
 2. **Cross-modal transformer** (``cross_modal.py``): one BERT-shaped stream over the pair's
@@ -48,7 +48,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import UsageError
-from ..clip4idc.vision import PairViT
+from ..pair_vit import PairViT
 from ..spot_the_diff.common import Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID, Vocabulary
 from .cross_modal import CrossModalTransformer, load_bert

@@ -52,7 +52,7 @@ import torch
 from torch import Tensor, nn
 
 from ...errors import ModelError, UsageError
-from ..clip4idc.vision import clip_vision_config
+from ..pair_vit import clip_image_side
 from ..spot_the_diff.common import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
 from .cst import Descriptions, scene_descriptions, scene_of
@@ -158,12 +158,7 @@ class OneDiffCaptioner(GradientCaptioner):
     def image_side(cls, model_config: dict[str, Any]) -> int | None:
         """The side of the images this model reads with ``vision: PATH`` (the CLIP folder's
         input size), else None (it reads backbone grids): ``spotdiff train`` then loads images."""
-        vision = str(model_config.get("vision", "") or "").strip()
-        if not vision:
-            return None
-        from pathlib import Path
-
-        return int(clip_vision_config(Path(vision).expanduser())["image_size"])
+        return clip_image_side(model_config, "onediff")
 
     # -- inputs -----------------------------------------------------------------------------
     def _prepare(self, batch: Batch) -> Batch:

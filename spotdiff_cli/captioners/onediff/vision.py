@@ -19,11 +19,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from ..pair_vit import CLIP_MEAN, CLIP_STD
 from .lm import load_local
-
-# OpenAI CLIP's normalisation (the value of every published CLIP preprocessor_config.json).
-CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
-CLIP_STD = (0.26862954, 0.26130258, 0.27577711)
 
 
 class ClipLevels:

@@ -1,5 +1,5 @@
-"""CLIP4IDC's vision encoder F (``papers/clip4idc-2022.txt`` §3.1, eqs. 2-4) and the loader that
-fills it from a local CLIP checkpoint.
+"""The pair ViT of CLIP4IDC (``papers/clip4idc-2022.txt`` §3.1, eqs. 2-4), which IDC-PCL also uses
+as its pair encoder, and the local-CLIP-folder reading that clip4idc, idc-pcl and onediff share.
 
 For a pair (X¹, X²), each image becomes n tokens plus a class token with positions p_I (eqs. 2-3),
 goes through N_intra transformer layers on its own (F_intra), gets a learned embedding e₁ or e₂
@@ -32,8 +32,8 @@ from timm.layers import QuickGELU
 from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
-from ...errors import ModelError
-from ..local_files import read_state_dict
+from ..errors import ModelError
+from .local_files import read_state_dict
 
 # OpenAI CLIP's normalisation (every published CLIP preprocessor_config.json).
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -146,13 +146,14 @@ class PairViT(nn.Module):
         return 0.5 * (tokens[:, 0] + tokens[:, self.n + 1])
 
 
-def clip_vision_config(folder: Path) -> dict[str, Any]:
+def clip_vision_config(folder: Path, family: str = "clip4idc") -> dict[str, Any]:
     """The vision settings of a local HF CLIP folder's config.json (a CLIPModel's
-    ``vision_config`` with its ``projection_dim``, or a CLIP vision model's own)."""
+    ``vision_config`` with its ``projection_dim``, or a CLIP vision model's own); ``family``
+    names the model in the error."""
     file = folder / "config.json"
     if not file.is_file():
         raise ModelError(
-            f"clip4idc: vision folder {folder} not found or without config.json; give a local "
+            f"{family}: vision folder {folder} not found or without config.json; give a local "
             "Hugging Face CLIP folder (config.json, model.safetensors), or vision: '' for the "
             "ViT over the cached backbone grid"
         )
@@ -171,6 +172,16 @@ def clip_vision_config(folder: Path) -> dict[str, Any]:
         "intermediate_size": 3072,
     }
     return {**defaults, **vision}
+
+
+def clip_image_side(model_config: dict[str, Any], family: str) -> int | None:
+    """The side of the images a model reads with ``vision: PATH`` in its config (the CLIP
+    folder's input size), else None (it reads backbone grids): ``spotdiff train`` then loads
+    images instead of grids."""
+    vision = str(model_config.get("vision", "") or "").strip()
+    if not vision:
+        return None
+    return int(clip_vision_config(Path(vision).expanduser(), family)["image_size"])
 
 
 def clip_key_map(layers: int, intra: int) -> dict[str, str]:
@@ -200,14 +211,16 @@ def clip_key_map(layers: int, intra: int) -> dict[str, str]:
     return out
 
 
-def build_clip_vision(folder: Path, inter: int, dropout: float = 0.0) -> PairViT:
+def build_clip_vision(
+    folder: Path, inter: int, dropout: float = 0.0, family: str = "clip4idc"
+) -> PairViT:
     """An untrained :class:`PairViT` shaped as the CLIP vision tower in ``folder``, with the
     last ``inter`` of its layers as F_inter (the rest F_intra)."""
-    cfg = clip_vision_config(folder)
+    cfg = clip_vision_config(folder, family)
     layers = int(cfg["num_hidden_layers"])
     if not 0 <= inter <= layers:
         raise ModelError(
-            f"clip4idc: inter_layers is {inter} but the CLIP in {folder} has {layers} layers "
+            f"{family}: inter_layers is {inter} but the CLIP in {folder} has {layers} layers "
             "(N_intra + N_inter must be its depth)"
         )
     side = int(cfg["image_size"]) // int(cfg["patch_size"])
@@ -227,12 +240,14 @@ def build_clip_vision(folder: Path, inter: int, dropout: float = 0.0) -> PairViT
     )
 
 
-def load_clip_vision(folder: str | Path, inter: int, dropout: float = 0.0) -> PairViT:
+def load_clip_vision(
+    folder: str | Path, inter: int, dropout: float = 0.0, family: str = "clip4idc"
+) -> PairViT:
     """:func:`build_clip_vision` with CLIP's weights: every tensor of the vision tower and the
     visual projection lands in the encoder (module docstring); e₁, e₂ and p stay new."""
     folder = Path(folder).expanduser()
-    model = build_clip_vision(folder, inter, dropout)
-    state = read_state_dict(folder)
+    model = build_clip_vision(folder, inter, dropout, family)
+    state = read_state_dict(folder, family)
     prefix = "vision_model." if any(k.startswith("vision_model.") for k in state) else ""
     layers = len(model.intra) + len(model.inter)
     mapping = clip_key_map(layers, len(model.intra))
@@ -258,7 +273,7 @@ def load_clip_vision(folder: str | Path, inter: int, dropout: float = 0.0) -> Pa
         missing.append("visual_projection.weight")
     if missing:
         raise ModelError(
-            f"clip4idc: {folder} is not a CLIP vision checkpoint: it lacks {missing[0]} "
+            f"{family}: {folder} is not a CLIP vision checkpoint: it lacks {missing[0]} "
             f"(and {len(missing) - 1} more); save a CLIPModel or CLIPVisionModelWithProjection "
             "with save_pretrained"
         )
@@ -268,7 +283,7 @@ def load_clip_vision(folder: str | Path, inter: int, dropout: float = 0.0) -> Pa
         model.load_state_dict(target, strict=False)
     except RuntimeError as exc:
         raise ModelError(
-            f"clip4idc: {folder}'s weights do not fit its config.json ({exc})"
+            f"{family}: {folder}'s weights do not fit its config.json ({exc})"
         ) from exc
     return model
 
@@ -286,6 +301,7 @@ __all__ = [
     "CLIP_STD",
     "PairViT",
     "build_clip_vision",
+    "clip_image_side",
     "clip_key_map",
     "clip_vision_config",
     "load_clip_vision",
