@@ -6,8 +6,9 @@ evaluating a learned model and backbone feature caches need torch, torchvision a
 ``pip install spotdiff`` leaves out (about 1 GB that a user who only captions never runs) and
 ``pip install 'spotdiff[train]'`` adds; ``scripts/bootstrap.sh`` installs them.
 
-``require_training_extra`` is the one check: called where a feature first needs torch, so the
-user reads which extra to install instead of an ``ImportError`` from deep inside a module.
+``require_training_extra`` (and ``require_scale_extra`` for ``--engine dask``) is the one check:
+called where a feature first needs the extra, so the user reads which extra to install instead of
+an ``ImportError`` from deep inside a module.
 """
 
 from __future__ import annotations
@@ -64,13 +65,7 @@ def require_training_extra(what: str) -> None:
     train"``). The modules are imported, not only looked up, so a broken install is caught
     here too; the feature imports them next anyway, so this costs nothing extra.
     """
-    for name in TRAIN_MODULES:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            if exc.name is None:
-                exc.name = name
-            raise MissingExtraError(missing_extra_message(what, exc)) from exc
+    _require(TRAIN_EXTRA, "training", TRAIN_MODULES, what)
 
 
 SCALE_EXTRA = "scale"
@@ -81,11 +76,22 @@ SCALE_MODULES: tuple[str, ...] = ("dask", "distributed")
 def require_scale_extra(what: str) -> None:
     """Import dask and distributed, or raise ``MissingExtraError`` naming the ``scale`` extra:
     ``--engine dask needs the scale extra: pip install 'spotdiff[scale]'``."""
-    for name in SCALE_MODULES:
+    _require(SCALE_EXTRA, "scale", SCALE_MODULES, what)
+
+
+def _require(extra: str, label: str, modules: tuple[str, ...], what: str) -> None:
+    """Import each of ``modules``; on the first failure raise ``MissingExtraError``:
+    ``{what} needs the {label} extra: pip install 'spotdiff[{extra}]'``, plus the import's own
+    reason when the module is installed but broken (installing the extra again would not fix
+    that)."""
+    known = modules + (_ALSO_IN_EXTRA if extra == TRAIN_EXTRA else ())
+    for name in modules:
         try:
             importlib.import_module(name)
         except ImportError as exc:
-            message = f"{what} needs the scale extra: {install_hint(SCALE_EXTRA)}"
-            if not (isinstance(exc, ModuleNotFoundError) and (exc.name or name) in SCALE_MODULES):
-                message += f" (installed, but `import {name}` failed: {exc})"
+            failed = exc.name or name
+            message = f"{what} needs the {label} extra: {install_hint(extra)}"
+            absent = isinstance(exc, ModuleNotFoundError) and failed.split(".")[0] in known
+            if not absent:
+                message += f" (installed, but `import {failed}` failed: {exc})"
             raise MissingExtraError(message) from exc
