@@ -114,6 +114,53 @@ def test_val_metric_picks_the_best_checkpoint(bench: Path, tmp_path: Path) -> No
         train(tiny_config(bench, epochs=1, val_metric="cider"), tmp_path / "typo")
 
 
+class SaysNoChange:
+    """Validation's view of a collapsed captioner: "there is no change" for every pair."""
+
+    def eval(self) -> None: ...
+
+    def train(self) -> None: ...
+
+    def generate(self, batch: dict[str, Any], **_: Any) -> list[list[str]]:
+        return [["there is no change"] for _ in batch["pair_ids"]]
+
+
+def _bench_with_distractors(root: Path, rate: float) -> Path:
+    from spotdiff_cli.data.cache import prepare_dataset
+    from spotdiff_cli.data.synth import synthesize
+
+    synthesize(root, pairs=20, seed=0, size=64, distractor_rate=rate)
+    prepare_dataset(root, ["train", "val"], backbone="efficientnet_lite0", device="cpu")
+    return root
+
+
+def test_changed_val_metric_sees_through_a_model_that_always_says_no_change(
+    tmp_path: Path,
+) -> None:
+    """On a split with distractors, "no change" everywhere earns CIDEr; ``changed/CIDEr`` (the
+    pairs that hold a change) gives it next to nothing, so best.pt is not the collapsed model."""
+    from spotdiff_cli.captioners.vocab import Vocabulary
+    from spotdiff_cli.train.batches import load_training_data, training_sentences
+    from spotdiff_cli.train.loop import validate
+
+    root = _bench_with_distractors(tmp_path / "half", 0.5)
+    vocab = Vocabulary.build(training_sentences(root), min_count=1)
+    data = load_training_data(root, "train", vocab)
+    assert 0 < len(data.changed_ids) < len(data.pairs)
+    config = tiny_config(root, val_metric="changed/CIDEr")
+    record = validate(SaysNoChange(), data, config, "cpu", with_nll=False)
+    assert record["CIDEr"] > 0.5
+    assert record["changed/CIDEr"] < 0.1 * record["CIDEr"]  # only "there is" is ever right
+
+
+def test_changed_val_metric_without_distractors_is_a_usage_error(tmp_path: Path) -> None:
+    from spotdiff_cli.train.loop import train
+
+    root = _bench_with_distractors(tmp_path / "none", 0.0)
+    with pytest.raises(UsageError, match="none without one: use 'CIDEr'"):
+        train(tiny_config(root, epochs=1, val_metric="changed/CIDEr"), tmp_path / "run")
+
+
 # --------------------------------------------------------------------------------------------------
 # stages and objectives
 

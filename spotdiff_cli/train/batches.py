@@ -95,6 +95,9 @@ class TrainingData:
     max_len: int = 25
     max_description_len: int = 80
     grid_shape: tuple[int, int, int] | None = None  # (C, h, w) when pairs hold images (fine-tuning)
+    # Ids of the pairs that hold a change, by the dataset's labels (evaluate/judge.py's truth:
+    # distractors and "no change" pairs are not in it): validation's ``changed/<metric>``.
+    changed_ids: frozenset[str] = frozenset()
 
     @property
     def feature_shape(self) -> tuple[int, int, int]:
@@ -252,7 +255,12 @@ def load_training_data(
     if not examples:
         raise DataError(f"{root}: split '{split}' has no non-empty reference sentences to train on")
     grid_shape = (int(images.channels), int(gh), int(gw)) if images is not None else None
-    return TrainingData(split, pairs, examples, vocab, max_len, max_description_len, grid_shape)
+    from ..evaluate.judge import is_changed
+
+    changed = frozenset(p.id for p in data.pairs if is_changed(p))
+    return TrainingData(
+        split, pairs, examples, vocab, max_len, max_description_len, grid_shape, changed
+    )
 
 
 def _resized_image(path: Any, size: tuple[int, int]) -> np.ndarray:

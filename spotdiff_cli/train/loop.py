@@ -543,12 +543,29 @@ def named_parameters(model: Any, backbone: tuple[Any, Any] | None) -> list[tuple
     return named
 
 
+CHANGED = "changed/"  # val_metric prefix: the metric on the validation pairs that hold a change
+
+
 def check_val_metric(run: Run) -> None:
-    """2. ``val_metric`` must be a number validation reports: a caption metric, perplexity, or
-    one the model adds (``validation_metrics``)."""
+    """2. ``val_metric`` must be a number validation reports: a caption metric, one on the pairs
+    that hold a change (``changed/CIDEr``), perplexity, or one the model adds
+    (``validation_metrics``)."""
     from ..evaluate.metrics import ALL_METRICS
 
-    known = [*ALL_METRICS, "perplexity", *getattr(run.model, "validation_metrics", ())]
+    known = [
+        *ALL_METRICS,
+        *(f"{CHANGED}{m}" for m in ALL_METRICS),
+        "perplexity",
+        *getattr(run.model, "validation_metrics", ()),
+    ]
+    if run.config.val_metric in known and run.config.val_metric.startswith(CHANGED):
+        if not run.val_data.changed_ids or len(run.val_data.changed_ids) == len(run.val_data.pairs):
+            raise UsageError(
+                f"val_metric '{run.config.val_metric}' needs validation pairs with and without a "
+                "change (labelled distractors or 'no change' references); this split has "
+                + ("none with one" if not run.val_data.changed_ids else "none without one")
+                + f": use '{run.config.val_metric[len(CHANGED) :]}'"
+            )
     if run.config.val_metric not in known:
         import difflib
 
@@ -1065,6 +1082,9 @@ def validate(
     """Validation CIDEr (BLEU-4, ROUGE-L, and ``val_metric`` when it is another caption metric)
     of generated text, perplexity of the gold text, and what the model adds
     (``validation_scores(batches) -> {name: value}``, for ``validation_metrics`` it names).
+    ``val_metric`` ``changed/<metric>`` scores only the pairs that hold a change: a model that
+    says "no change" to everything scores well on CIDEr over a split with many distractors, but
+    not there.
 
     Single protocol: the first generated sentence against every reference sentence of the pair;
     multi protocol: the whole generated description against each annotator's description.
@@ -1112,6 +1132,17 @@ def validate(
     scores = score_captions(references, hypotheses, tuple(names), config.val_tokenizer)
     record: dict[str, Any] = {k: round(v, 6) for k, v in scores.scores.items()}
     record.setdefault("CIDEr", 0.0)
+    if config.val_metric.startswith(CHANGED):
+        changed = [i for i in hypotheses if i in data.changed_ids]
+        metric = config.val_metric[len(CHANGED) :]
+        if changed:  # CIDEr's document frequencies are then the changed pairs' own, as in eval
+            subset = score_captions(
+                {i: references[i] for i in changed},
+                {i: hypotheses[i] for i in changed},
+                (metric,),
+                config.val_tokenizer,
+            )
+            record[config.val_metric] = round(subset.scores.get(metric, 0.0), 6)
     extra_scores = getattr(model, "validation_scores", None)
     if callable(extra_scores):
         model.eval()

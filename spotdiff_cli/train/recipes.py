@@ -22,7 +22,8 @@ What the later families need (issue 12), all optional and off by default:
 * ``init_from``: a checkpoint to start from, loaded partially (what matches by name and shape),
   with a report of what matched (``train/init.py``).
 * ``val_metric``: the validation number that picks ``best.pt`` and drives early stopping
-  (CIDEr by default, §4; perplexity and others are lower-is-better).
+  (CIDEr by default, §4; perplexity and others are lower-is-better); ``changed/<metric>``
+  scores only the validation pairs that hold a change.
 * ``sampler``: ``shuffle`` or ``contrastive`` (one example per pair, no identical captions in a
   batch: ``train/sampler.py``).
 * ``input_size`` / ``feature_levels``: which feature cache to train on (``data/cache.py``).
