@@ -15,7 +15,8 @@ seed) and ``WORK/runs/RUN-sSEED/`` (training logs), and prints Markdown:
 * the paired bootstraps ``spotdiff eval --compare`` wrote to ``WORK/compare/A-vs-B/`` (per-pair
   CIDEr-D averaged over seeds) for the comparisons the paper makes: duda-aux vs duda, easy+hard
   vs easy-only, duda vs capt;
-* training wall time and the best validation CIDEr per run.
+* training wall time, the validation number that picked best.pt (``val_metric``) and its best
+  value per run.
 """
 
 from __future__ import annotations
@@ -165,15 +166,24 @@ def bootstrap_lines(work: Path) -> list[str]:
 
 
 def training_lines(work: Path, runs: list[str]) -> list[str]:
-    lines = ["| Run | seeds | wall s | validations | best val CIDEr |", "|---|---:|---:|---:|---:|"]
+    lines = [
+        "| Run | seeds | wall s | validations | best.pt picked by | its best validation score |",
+        "|---|---:|---:|---:|---|---:|",
+    ]
     for run in runs:
-        walls, counts, best = [], [], []
+        walls, counts, best, metrics = [], [], [], []
         for folder in sorted((work / "runs").glob(f"{run}-s*")):
             if not folder.is_dir():
                 continue
             seconds = folder.with_name(folder.name + ".seconds")
             if seconds.is_file():
                 walls.append(float(seconds.read_text()))
+            config = folder / "config.json"
+            metric = (
+                json.loads(config.read_text())["train"].get("val_metric", "CIDEr")
+                if config.is_file()
+                else "CIDEr"
+            )
             log = folder / "log.jsonl"
             hist = (
                 [
@@ -185,9 +195,14 @@ def training_lines(work: Path, runs: list[str]) -> list[str]:
                 else []
             )
             counts.append(len(hist))
-            if hist:
-                best.append(max(h["CIDEr"] for h in hist))
-        lines.append(f"| {run} | {len(walls)} | {fmt(walls, 0)} | {fmt(counts, 1)} | {fmt(best)} |")
+            scores = [h[metric] for h in hist if h.get(metric) is not None]
+            if scores:
+                metrics.append(metric)
+                best.append(min(scores) if metric == "perplexity" else max(scores))
+        picked = ", ".join(dict.fromkeys(metrics)) or "–"
+        lines.append(
+            f"| {run} | {len(walls)} | {fmt(walls, 0)} | {fmt(counts, 1)} | {picked} | {fmt(best)} |"
+        )
     return lines
 
 
