@@ -94,6 +94,8 @@ def test_init_from_and_freeze_in_a_run(bench: Path, tmp_path: Path) -> None:
         assert same == key.startswith(("embed.", "init.")), key
     with pytest.raises(UsageError, match="did you mean 'embed"):
         train(tiny_config(bench, epochs=1, freeze=["embedding.*"]), tmp_path / "typo")
+    fixed = tiny_config(bench, epochs=1, freeze=["embed.*"])  # the same --out, typo fixed
+    assert train(fixed, tmp_path / "typo").best_path.is_file()
 
 
 # --------------------------------------------------------------------------------------------------
@@ -112,6 +114,25 @@ def test_val_metric_picks_the_best_checkpoint(bench: Path, tmp_path: Path) -> No
     assert "BLEU-2" in bleu.history[0] and bleu.best_score == max(h["BLEU-2"] for h in bleu.history)
     with pytest.raises(UsageError, match="did you mean 'CIDEr'"):
         train(tiny_config(bench, epochs=1, val_metric="cider"), tmp_path / "typo")
+
+
+def test_a_finished_run_or_a_users_file_in_out_is_never_overwritten(
+    bench: Path, tmp_path: Path
+) -> None:
+    from spotdiff_cli.errors import OutputError
+    from spotdiff_cli.train.loop import train
+
+    first = train(tiny_config(bench, epochs=1), tmp_path / "run")
+    before = first.best_path.read_bytes()
+    with pytest.raises(OutputError, match="already holds files.*--resume"):
+        train(tiny_config(bench, epochs=1), tmp_path / "run")
+    assert first.best_path.read_bytes() == before
+    mine = tmp_path / "notes"
+    mine.mkdir()
+    (mine / "config.json").write_text("{}")  # a config.json that is not a run's
+    with pytest.raises(OutputError, match="already holds files"):
+        train(tiny_config(bench, epochs=1), mine)
+    assert (mine / "config.json").read_text() == "{}"
 
 
 class SaysNoChange:
@@ -159,6 +180,9 @@ def test_changed_val_metric_without_distractors_is_a_usage_error(tmp_path: Path)
     root = _bench_with_distractors(tmp_path / "none", 0.0)
     with pytest.raises(UsageError, match="none without one: use 'CIDEr'"):
         train(tiny_config(root, epochs=1, val_metric="changed/CIDEr"), tmp_path / "run")
+    # Nothing written: the user fixes the recipe and reruns with the same --out.
+    assert not any((tmp_path / "run").iterdir())
+    assert train(tiny_config(root, epochs=1), tmp_path / "run").best_path.is_file()
 
 
 # --------------------------------------------------------------------------------------------------

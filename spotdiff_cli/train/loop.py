@@ -184,6 +184,7 @@ def train(
     model = build_model(config, checkpoint, vocab, train_data, backbone, device)  # 2
     init_report = initialise(model, source, config, backbone, say) if source else None
     seed_everything(config.seed + info.rank)  # same init everywhere, different dropout per process
+    check_val_metric(config, model, val_data)  # before any file: a typo must not claim --out
     if info.is_main:
         write_run_files(out, config, model, vocab, root, info, device, init_report)
     if not trained_by_gradient(model, config, backbone):
@@ -530,7 +531,6 @@ def make_run(
         trainable={n for n, p in named_parameters(model, backbone) if p.requires_grad},
     )
     run.wrapped = set(run.trainable)
-    check_val_metric(run)
     return run
 
 
@@ -546,7 +546,24 @@ def named_parameters(model: Any, backbone: tuple[Any, Any] | None) -> list[tuple
 CHANGED = "changed/"  # val_metric prefix: the metric on the validation pairs that hold a change
 
 
-def check_val_metric(run: Run) -> None:
+def only_a_refused_run(out: Path) -> bool:
+    """Whether ``out`` is empty or holds only what a run refused before its first step wrote
+    (a typo in a setting): its config.json and vocab.json. The user fixed the setting and runs
+    again into the same folder; anything else in it (a user's file, a log, a checkpoint) keeps
+    the folder from being reused."""
+    names = {p.name for p in out.iterdir()}
+    if not names <= {"config.json", "vocab.json"}:
+        return False
+    if "config.json" not in names:
+        return not names
+    try:
+        written = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(written, dict) and {"train", "model_config"} <= set(written)
+
+
+def check_val_metric(config: TrainConfig, model: Any, val_data: TrainingData) -> None:
     """2. ``val_metric`` must be a number validation reports: a caption metric, one on the pairs
     that hold a change (``changed/CIDEr``), perplexity, or one the model adds
     (``validation_metrics``)."""
@@ -556,25 +573,23 @@ def check_val_metric(run: Run) -> None:
         *ALL_METRICS,
         *(f"{CHANGED}{m}" for m in ALL_METRICS),
         "perplexity",
-        *getattr(run.model, "validation_metrics", ()),
+        *getattr(model, "validation_metrics", ()),
     ]
-    if run.config.val_metric in known and run.config.val_metric.startswith(CHANGED):
-        if not run.val_data.changed_ids or len(run.val_data.changed_ids) == len(run.val_data.pairs):
+    if config.val_metric in known and config.val_metric.startswith(CHANGED):
+        if not val_data.changed_ids or len(val_data.changed_ids) == len(val_data.pairs):
             raise UsageError(
-                f"val_metric '{run.config.val_metric}' needs validation pairs with and without a "
+                f"val_metric '{config.val_metric}' needs validation pairs with and without a "
                 "change (labelled distractors or 'no change' references); this split has "
-                + ("none with one" if not run.val_data.changed_ids else "none without one")
-                + f": use '{run.config.val_metric[len(CHANGED) :]}'"
+                + ("none with one" if not val_data.changed_ids else "none without one")
+                + f": use '{config.val_metric[len(CHANGED) :]}'"
             )
-    if run.config.val_metric not in known:
+    if config.val_metric not in known:
         import difflib
 
         lower = {k.lower(): k for k in known}  # "cider" is a typo of "CIDEr"
-        close = [
-            lower[c] for c in difflib.get_close_matches(run.config.val_metric.lower(), lower, n=1)
-        ]
+        close = [lower[c] for c in difflib.get_close_matches(config.val_metric.lower(), lower, n=1)]
         raise UsageError(
-            f"val_metric '{run.config.val_metric}' is not a validation number"
+            f"val_metric '{config.val_metric}' is not a validation number"
             + (f"; did you mean '{close[0]}'?" if close else "")
             + f" (known: {', '.join(known)})"
         )
@@ -1018,7 +1033,8 @@ def prepare_out_dir(
     """The run folder. Never reuses a previous run's folder silently:
 
     * ``--out DIR`` with ``--resume``: DIR must hold ``last.pt``.
-    * ``--out DIR`` without: DIR must be new or empty, else an error that says what to do.
+    * ``--out DIR`` without: DIR must be new or empty (or hold only the config.json and
+      vocab.json of a run refused before its first step), else an error that says what to do.
     * no ``--out``: ``runs/<model>-<dataset>``; taken -> ``-2``, ``-3``, ... (``--resume`` picks the
       newest of those that holds ``last.pt``).
     """
@@ -1030,7 +1046,7 @@ def prepare_out_dir(
                     f"--resume: {out / 'last.pt'} not found; is --out the folder of the run to continue?"
                 )
             return out
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+        if out.exists() and (not out.is_dir() or not only_a_refused_run(out)):
             raise OutputError(
                 f"{out} already holds files (a previous run?); pass --resume to continue it, "
                 f"or choose a new --out"
