@@ -546,23 +546,6 @@ def named_parameters(model: Any, backbone: tuple[Any, Any] | None) -> list[tuple
 CHANGED = "changed/"  # val_metric prefix: the metric on the validation pairs that hold a change
 
 
-def only_a_refused_run(out: Path) -> bool:
-    """Whether ``out`` is empty or holds only what a run refused before its first step wrote
-    (a typo in a setting): its config.json and vocab.json. The user fixed the setting and runs
-    again into the same folder; anything else in it (a user's file, a log, a checkpoint) keeps
-    the folder from being reused."""
-    names = {p.name for p in out.iterdir()}
-    if not names <= {"config.json", "vocab.json"}:
-        return False
-    if "config.json" not in names:
-        return not names
-    try:
-        written = json.loads((out / "config.json").read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(written, dict) and {"train", "model_config"} <= set(written)
-
-
 def check_val_metric(config: TrainConfig, model: Any, val_data: TrainingData) -> None:
     """2. ``val_metric`` must be a number validation reports: a caption metric, one on the pairs
     that hold a change (``changed/CIDEr``), perplexity, or one the model adds
@@ -576,12 +559,16 @@ def check_val_metric(config: TrainConfig, model: Any, val_data: TrainingData) ->
         *getattr(model, "validation_metrics", ()),
     ]
     if config.val_metric in known and config.val_metric.startswith(CHANGED):
-        if not val_data.changed_ids or len(val_data.changed_ids) == len(val_data.pairs):
+        scored = val_data.pairs[: config.val_limit] if config.val_limit else val_data.pairs
+        changed = sum(p.id in val_data.changed_ids for p in scored)
+        if not 0 < changed < len(scored):
             raise UsageError(
                 f"val_metric '{config.val_metric}' needs validation pairs with and without a "
-                "change (labelled distractors or 'no change' references); this split has "
-                + ("none with one" if not val_data.changed_ids else "none without one")
+                "change (labelled distractors or 'no change' references); the "
+                f"{len(scored)} scored have "
+                + ("none with one" if not changed else "none without one")
                 + f": use '{config.val_metric[len(CHANGED) :]}'"
+                + (" or a larger val_limit" if config.val_limit else "")
             )
     if config.val_metric not in known:
         import difflib
@@ -1025,6 +1012,23 @@ def render_default_clevr(
         progress=(lambda d, t: progress("rendering CLEVR scenes", d, t)) if progress else None,
         **size,
     )
+
+
+def only_a_refused_run(out: Path) -> bool:
+    """Whether ``out`` is empty or holds only what a run refused before its first step wrote
+    (a typo in a setting): its config.json and vocab.json. The user fixed the setting and runs
+    again into the same folder; anything else in it (a user's file, a log, a checkpoint) keeps
+    the folder from being reused."""
+    names = {p.name for p in out.iterdir()}
+    if not names <= {"config.json", "vocab.json"}:
+        return False
+    if "config.json" not in names:
+        return not names
+    try:
+        written = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(written, dict) and {"train", "model_config"} <= set(written)
 
 
 def prepare_out_dir(
