@@ -38,18 +38,27 @@ def missing_extra_message(what: str, exc: ImportError | None = None) -> str:
     but fails to import (a CPU/CUDA build mismatch, a torchvision of another torch) keeps its
     reason, since installing the extra again would not fix it.
     """
-    message = f"{what} needs the training extra: {install_hint()}"
-    if exc is not None and not is_absent_training_module(exc):
-        message += f" (installed, but `import {exc.name or 'torch'}` failed: {exc})"
+    return _extra_message(what, TRAIN_EXTRA, "training", TRAIN_MODULES + _ALSO_IN_EXTRA, exc)
+
+
+def _extra_message(
+    what: str,
+    extra: str,
+    label: str,
+    known: tuple[str, ...],
+    exc: ImportError | None,
+    name: str = "torch",
+) -> str:
+    """``{what} needs the {label} extra: pip install 'spotdiff[{extra}]'``, plus the import's own
+    reason when ``exc`` is not simply one of ``known`` being absent. name: the module tried, for
+    an ``exc`` that does not say."""
+    message = f"{what} needs the {label} extra: {install_hint(extra)}"
+    if exc is None:
+        return message
+    failed = exc.name or name
+    if not (isinstance(exc, ModuleNotFoundError) and failed.split(".")[0] in known):
+        message += f" (installed, but `import {failed}` failed: {exc})"
     return message
-
-
-def is_absent_training_module(exc: BaseException) -> bool:
-    """Whether ``exc`` says one of the extra's modules is simply not installed."""
-    name = getattr(exc, "name", None) or ""
-    return isinstance(exc, ModuleNotFoundError) and name.split(".")[0] in (
-        TRAIN_MODULES + _ALSO_IN_EXTRA
-    )
 
 
 def is_training_import_error(exc: BaseException) -> bool:
@@ -80,18 +89,11 @@ def require_scale_extra(what: str) -> None:
 
 
 def _require(extra: str, label: str, modules: tuple[str, ...], what: str) -> None:
-    """Import each of ``modules``; on the first failure raise ``MissingExtraError``:
-    ``{what} needs the {label} extra: pip install 'spotdiff[{extra}]'``, plus the import's own
-    reason when the module is installed but broken (installing the extra again would not fix
-    that)."""
+    """Import each of ``modules``; on the first failure raise ``MissingExtraError`` with
+    :func:`_extra_message`'s line."""
     known = modules + (_ALSO_IN_EXTRA if extra == TRAIN_EXTRA else ())
     for name in modules:
         try:
             importlib.import_module(name)
         except ImportError as exc:
-            failed = exc.name or name
-            message = f"{what} needs the {label} extra: {install_hint(extra)}"
-            absent = isinstance(exc, ModuleNotFoundError) and failed.split(".")[0] in known
-            if not absent:
-                message += f" (installed, but `import {failed}` failed: {exc})"
-            raise MissingExtraError(message) from exc
+            raise MissingExtraError(_extra_message(what, extra, label, known, exc, name)) from exc

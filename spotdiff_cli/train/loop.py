@@ -1110,7 +1110,7 @@ def validate(
     multi protocol: the whole generated description against each annotator's description.
     ``with_nll=False`` skips perplexity (models without ``loss``: nn, nn-multi).
     """
-    from ..evaluate.metrics import score_captions
+    from ..evaluate.metrics import ScoringSession, score_captions
 
     model.eval()
     references: dict[str, list[str]] = {}
@@ -1149,20 +1149,21 @@ def validate(
     names = ["BLEU-4", "ROUGE-L", "CIDEr"]
     if config.val_metric in ALL_METRICS and config.val_metric not in names:
         names.append(config.val_metric)
-    scores = score_captions(references, hypotheses, tuple(names), config.val_tokenizer)
-    record: dict[str, Any] = {k: round(v, 6) for k, v in scores.scores.items()}
-    record.setdefault("CIDEr", 0.0)
-    if config.val_metric.startswith(CHANGED):
-        changed = [i for i in hypotheses if i in data.changed_ids]
-        metric = config.val_metric[len(CHANGED) :]
-        if changed:  # CIDEr's document frequencies are then the changed pairs' own, as in eval
-            subset = score_captions(
-                {i: references[i] for i in changed},
-                {i: hypotheses[i] for i in changed},
-                (metric,),
-                config.val_tokenizer,
-            )
-            record[config.val_metric] = round(subset.scores.get(metric, 0.0), 6)
+    with ScoringSession(config.val_tokenizer) as session:  # one tokenizer for both scorings
+        scores = score_captions(references, hypotheses, tuple(names), session=session)
+        record: dict[str, Any] = {k: round(v, 6) for k, v in scores.scores.items()}
+        record.setdefault("CIDEr", 0.0)
+        if config.val_metric.startswith(CHANGED):
+            changed = [i for i in hypotheses if i in data.changed_ids]
+            metric = config.val_metric[len(CHANGED) :]
+            if changed:  # CIDEr's document frequencies are the changed pairs' own, as in eval
+                subset = score_captions(
+                    {i: references[i] for i in changed},
+                    {i: hypotheses[i] for i in changed},
+                    (metric,),
+                    session=session,
+                )
+                record[config.val_metric] = round(subset.scores.get(metric, 0.0), 6)
     extra_scores = getattr(model, "validation_scores", None)
     if callable(extra_scores):
         model.eval()
