@@ -34,6 +34,7 @@ LAYERS = {
     "train": 6,
     "report": 6,
     "api": 7,
+    "video_run": 7,
     "cli": 8,
 }
 

@@ -460,7 +460,7 @@ def describe_source(
                     index += 1
                     result.samples += 1
                     for event in builder.add(index, detections, time=timestamp):
-                        _close(result, _with_picture(event, reports, on_event), on_closed)
+                        _close(result, event, reports, on_event, on_closed)
                     live = {d.time for o in builder.open for d in o.detections[:1]}
                     for t in [t for t in reports if t not in live]:
                         del reports[t]
@@ -485,12 +485,21 @@ def describe_source(
                     if on_update and time.perf_counter() - last_update > update_every:
                         _publish(result, builder, source, started, seconds_before, on_update)
                         last_update = time.perf_counter()
+            result.warnings.extend(source.stats.skipped[seen_skips:])
+            if not stopped:
+                # The events still open close here; writing their pictures can fail as any
+                # write can (a full disk), so this is inside the same error handling.
+                for event in builder.finish():
+                    _close(result, event, reports, on_event, on_closed)
         except SpotdiffError as exc:
             # The source broke off (a decoder error): keep everything found, say where it
             # stopped, and leave the result resumable.
+            # A failed write (a picture on a full disk) ends the run the same way: the report
+            # keeps every event found, says why it stopped, and --resume continues.
             result.error = f"{exc} (stopped at {format_timecode(result.processed_until or 0.0)})"
             result.pending = builder.pending()
             result.decoded = source.stats.decoded
+            result.complete = False
             return result
         except BaseException:
             # Ctrl-C or a bug: report the state reached first, so the partial report on disk
@@ -499,12 +508,9 @@ def describe_source(
             if on_update is not None:
                 _publish(result, builder, source, started, seconds_before, on_update)
             raise
-        result.warnings.extend(source.stats.skipped[seen_skips:])
         if stopped:  # nothing is open at a checkpoint: the result is final up to it
             result.decoded = source.stats.decoded
             return result
-        for event in builder.finish():
-            _close(result, _with_picture(event, reports, on_event), on_closed)
         result.events.sort(key=lambda e: (e.start, e.id))
         result.pending = []
         result.complete = True
@@ -635,7 +641,20 @@ def _with_picture(event: Event, reports: dict[float, Report], on_event: EventFn 
     return dataclasses.replace(event, picture=on_event(event, report))
 
 
-def _close(result: SourceResult, event: Event, on_closed: ClosedFn | None) -> None:
+def _close(
+    result: SourceResult,
+    event: Event,
+    reports: dict[float, Report],
+    on_event: EventFn | None,
+    on_closed: ClosedFn | None,
+) -> None:
+    """An event is final: its picture is written and it joins the result. When the picture
+    cannot be written, the event is kept all the same (without one) before the error goes on."""
+    try:
+        event = _with_picture(event, reports, on_event)
+    except BaseException:
+        result.events.append(event)
+        raise
     result.events.append(event)
     if on_closed is not None:
         on_closed(event)

@@ -68,6 +68,13 @@ def describe_sources(
         finished = {}
         analysis = dataclasses.replace(settings.analysis, scene_fraction=settings.video.upper)
         describer = PairDescriber(analysis, settings.caption)
+        published: dict[str, SourceResult] = {}
+
+        def remember(result: SourceResult) -> None:
+            published[result.source] = result
+            if on_update:
+                on_update(result)
+
         for spec in todo:
             name = str(spec)
             try:
@@ -81,7 +88,7 @@ def describe_sources(
                     on_event=(lambda event, report, _name=name: on_event(_name, event, report))
                     if on_event
                     else None,
-                    on_update=on_update,
+                    on_update=remember,
                     on_closed=(lambda event, _name=name: on_closed(_name, event))
                     if on_closed
                     else None,
@@ -89,7 +96,13 @@ def describe_sources(
                     update_every=update_every,
                 )
             except SpotdiffError as exc:
-                result = SourceResult(source=name, error=str(exc), complete=True)
+                partial = published.get(name)
+                if partial is not None:
+                    # It ran before it failed: what it found stays, resumable from its last
+                    # checkpoint, never replaced by an empty result that claims to be complete.
+                    result = dataclasses.replace(partial, error=str(exc), complete=False)
+                else:  # it could not be opened: skipped, with the reason
+                    result = SourceResult(source=name, error=str(exc), complete=True)
             if result.error and on_error:
                 on_error(name, result.error)
             finished[name] = result
@@ -131,7 +144,8 @@ def _describe_parallel(
     ``on_closed`` runs here, in this process, for each source as its worker returns."""
     from concurrent.futures import ProcessPoolExecutor, as_completed
 
-    with ProcessPoolExecutor(max_workers=settings.video.jobs) as pool:
+    # Never more processes than sources: --jobs is an upper bound, not a number to start.
+    with ProcessPoolExecutor(max_workers=max(1, min(settings.video.jobs, len(specs)))) as pool:
         futures = [
             pool.submit(_worker, spec, settings, on_event, resume.get(str(spec))) for spec in specs
         ]
