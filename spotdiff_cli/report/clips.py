@@ -13,6 +13,11 @@ accepts the same). When the nearest keyframe is further back (a long-GOP "smart 
 recording), or the copy fails (a container that cannot take the stream), the clip is
 **re-encoded** (H.264 in MP4, cut on the exact frame). A clip that cannot be made either way is
 a warning on its source, and the run keeps its events.
+
+**Overlapping events share one clip**, as DVR-Scan merges its padded events: when padding makes
+intervals overlap (or touch), one clip covers them all and each of those events names it, so
+the clips never hold the same footage twice (on the motorway clip with 1.5 s / 2 s of padding,
+3 clips instead of 8 that added up to twice the source).
 """
 
 from __future__ import annotations
@@ -88,6 +93,23 @@ def clip_span(event: Event, duration: float | None, fps: float | None) -> tuple[
     return start, max(end, start + frame)
 
 
+def clip_groups(
+    events: list[Event], duration: float | None, fps: float | None
+) -> list[list[Event]]:
+    """Events whose clip spans overlap or touch, in groups (by start): one clip each."""
+    groups: list[list[Event]] = []
+    group_end = float("-inf")
+    for event in sorted(events, key=lambda e: (clip_span(e, duration, fps)[0], e.id)):
+        start, end = clip_span(event, duration, fps)
+        if groups and start <= group_end + 1e-6:
+            groups[-1].append(event)
+            group_end = max(group_end, end)
+        else:
+            groups.append([event])
+            group_end = end
+    return groups
+
+
 def cut_clip(
     ffmpeg: str,
     video: str | Path,
@@ -156,7 +178,8 @@ def write_event_clips(
     none yet; return the result with each event's ``clip`` set (a path relative to
     ``out_dir``) and a warning for each clip that could not be made. A folder of images has
     no video to cut: one warning. ``on_clip`` hears of each clip made (and how)."""
-    todo = [e for e in result.events if not (e.clip and (Path(out_dir) / e.clip).is_file())]
+    groups = clip_groups(result.events, result.info.get("duration"), result.info.get("fps"))
+    todo = [g for g in groups if not all(e.clip and (Path(out_dir) / e.clip).is_file() for e in g)]
     if not todo:
         return result
     warnings = list(result.warnings)
@@ -170,22 +193,22 @@ def write_event_clips(
     stem = source_stem(result.source)
     clips_dir = Path(out_dir) / CLIPS_DIR
     done: dict[int, Event] = {}
-    for event in todo:
-        start, end = clip_span(event, result.info.get("duration"), result.info.get("fps"))
+    for group in todo:
+        spans = [clip_span(e, result.info.get("duration"), result.info.get("fps")) for e in group]
+        start, end = min(a for a, _ in spans), max(b for _, b in spans)
+        first, last = group[0].id, group[-1].id
+        name = f"event-{first:04d}" if len(group) == 1 else f"events-{first:04d}-{last:04d}"
         try:
             path, method = cut_clip(
-                ffmpeg,
-                result.source,
-                start,
-                end,
-                clips_dir / f"{stem}-event-{event.id:04d}",
-                keyframes,
+                ffmpeg, result.source, start, end, clips_dir / f"{stem}-{name}", keyframes
             )
         except (OSError, RuntimeError) as exc:
-            warnings.append(f"{result.source}: no clip for event {event.id} ({exc})")
+            ids = ", ".join(str(e.id) for e in group)
+            warnings.append(f"{result.source}: no clip for event {ids} ({exc})")
             continue
-        done[event.id] = dataclasses.replace(event, clip=f"{CLIPS_DIR}/{path.name}")
+        for event in group:
+            done[event.id] = dataclasses.replace(event, clip=f"{CLIPS_DIR}/{path.name}")
         if on_clip is not None:
-            on_clip(done[event.id], method)
+            on_clip(done[group[0].id], method)
     events = [done.get(e.id, e) for e in result.events]
     return dataclasses.replace(result, events=events, warnings=warnings)
