@@ -301,7 +301,8 @@ def test_ctrl_c_leaves_a_resumable_report_and_no_worker_behind(local_run, tmp_pa
     done = subprocess.CompletedProcess(proc.args, proc.returncode, stdout, stderr)
     check_clean_exit(done, ("video",))
     assert proc.returncode == 130
-    assert one_error_line(done) == "error: interrupted"
+    # "interrupted", then where the report is and that --resume continues it (the hint).
+    assert one_error_line(done).startswith("error: interrupted")
     _, alive = psutil.wait_procs(family, timeout=10)
     assert not [p for p in alive if _running(p)], [p.cmdline() for p in alive if _running(p)]
     partial = json.loads((out / "timeline.json").read_text())

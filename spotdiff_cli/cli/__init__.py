@@ -34,6 +34,13 @@ def _print_version(value: bool) -> None:
 @app.callback()
 def _main(
     debug: bool = typer.Option(False, "--debug", help="Show the full traceback on errors."),
+    quiet: bool = typer.Option(
+        False,
+        "--quiet",
+        "-q",
+        help="No progress bars, tables or summaries; errors and warnings still print, and so "
+        "does what --json or --jsonl - asks for.",
+    ),
     version: bool = typer.Option(
         False,
         "--version",
@@ -44,7 +51,10 @@ def _main(
     ),
 ) -> None:
     STATE.debug = debug
-    STATE.error_exit = None  # per invocation: an in-process caller may run several commands
+    # Per invocation: an in-process caller may run several commands.
+    STATE.error_exit = None
+    STATE.quiet = quiet
+    STATE.interrupt_hint = None
 
 
 # Commands register themselves on import (one module per command).

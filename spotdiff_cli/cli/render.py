@@ -1,31 +1,107 @@
 """All terminal output: Rich lives here and nowhere else.
 
 Every piece of text that comes from outside (paths, sentences, error messages) goes through
-``escape`` before it meets Rich markup: a file named ``br[/red].png`` must print as itself, not
-crash the renderer or paint the rest of the line.
+``safe`` before it meets Rich markup: a file named ``br[/red].png`` must print as itself, not
+crash the renderer or paint the rest of the line, and a file named ``\\x1b[31mRED.png`` must not
+recolour the terminal: control characters (C0, DEL, C1) and bytes that are not UTF-8 are shown
+as ``\\x1b``-style escapes (``visible``).
+
+When stdout is not a terminal (piped, redirected, a CI log), output is plain lines: no tables,
+no wrapping at 80 columns, one event or sentence a line, for ``grep`` and ``cut``. ``spotdiff
+-q`` (``STATE.quiet``) silences progress bars, tables and summaries; errors and warnings always
+print.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
+from rich.text import Text
 
-console = Console(highlight=False)
-err_console = Console(stderr=True, highlight=False)
+# emoji=False: a file named ":smile:.png" prints as itself, too.
+console = Console(highlight=False, emoji=False)
+err_console = Console(stderr=True, highlight=False, emoji=False)
+
+# C0 controls, DEL, C1 controls (ESC and CSI start terminal commands), and lone surrogates
+# (a file name's bytes that are not UTF-8, as os.fsdecode keeps them): none may reach a terminal.
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\ud800-\udfff]")
+_NAMED = {"\t": "\\t", "\n": "\\n", "\r": "\\r"}
+
+
+def _escape_char(match: re.Match[str]) -> str:
+    char = match.group()
+    if char in _NAMED:
+        return _NAMED[char]
+    code = ord(char)
+    if 0xDC80 <= code <= 0xDCFF:  # surrogateescape: the original byte
+        return f"\\x{code - 0xDC00:02x}"
+    return f"\\x{code:02x}" if code <= 0xFF else f"\\u{code:04x}"
+
+
+def visible(text: object) -> str:
+    """``text`` with every control character and undecodable byte written as its escape
+    (``\\x1b``, ``\\n``, ``\\x9b``), as Python's repr writes them: what a terminal shows is
+    what the name holds, and nothing in it can move the cursor, recolour or retitle."""
+    return _UNSAFE.sub(_escape_char, str(text))
+
+
+def safe(text: object) -> str:
+    """An outside string ready for Rich markup: control characters made visible, then markup
+    escaped."""
+    return escape(visible(text))
+
+
+def _quiet() -> bool:
+    from .state import STATE
+
+    return STATE.quiet
+
+
+def _plain(target: Console) -> bool:
+    """Plain lines, not tables or wrapped text: the output goes to a file or a pipe."""
+    return not target.is_terminal
+
+
+def _say(text: str, target: Console = console, **kwargs: Any) -> None:
+    """One line of markup (outside strings already ``safe``); never wrapped into a file."""
+    if _plain(target):
+        kwargs["soft_wrap"] = True
+    target.print(text, **kwargs)
+
+
+def _cell(value: Any) -> str:
+    """A table cell as plain text: markup resolved, one line."""
+    text = Text.from_markup(value).plain if isinstance(value, str) else str(value)
+    return " ".join(text.splitlines())
+
+
+def _print_table(table: Table, target: Console = console) -> None:
+    """A Rich table on a terminal; elsewhere its title, then a header line and a line per row,
+    tab-separated (``cut -f``)."""
+    if not _plain(target):
+        target.print(table)
+        return
+    if table.title:
+        target.print(_cell(table.title), markup=False, soft_wrap=True)
+    columns = [list(c.cells) for c in table.columns]
+    target.print("\t".join(_cell(c.header) for c in table.columns), markup=False, soft_wrap=True)
+    for row in zip(*columns):
+        target.print("\t".join(_cell(c) for c in row), markup=False, soft_wrap=True)
 
 
 def print_error(message: str) -> None:
     """One line, red, on stderr."""
-    err_console.print(f"[bold red]error:[/] {escape(message)}", markup=True, soft_wrap=True)
+    err_console.print(f"[bold red]error:[/] {safe(message)}", markup=True, soft_wrap=True)
 
 
 def print_warning_line(message: str) -> None:
     """One yellow ``warning:`` line on stderr; the run goes on. Safe from another thread
     (Rich's console lock), and drawn above a progress bar when one is shown."""
-    err_console.print(f"[yellow]warning:[/] {escape(message)}", markup=True, soft_wrap=True)
+    err_console.print(f"[yellow]warning:[/] {safe(message)}", markup=True, soft_wrap=True)
 
 
 def print_skipped_source(source: str, message: str) -> None:
@@ -40,11 +116,13 @@ def print_skipped_source(source: str, message: str) -> None:
 
 def print_caption_report(data: dict[str, Any], written: list[str] | None = None) -> None:
     """The sentences, numbered like the boxes in annotated.png, then where files went."""
+    if _quiet():
+        return
     before, after = data["inputs"]["before"]["path"], data["inputs"]["after"]["path"]
-    console.print(f"[dim]{escape(before)} → {escape(after)}[/]")
+    _say(f"[dim]{safe(before)} → {safe(after)}[/]")
     for s in data["sentences"]:
-        text = escape(s["text"])
-        console.print(
+        text = safe(s["text"])
+        _say(
             f"  [bold]{s['number']}.[/] [dim]{text}[/]"
             if s["kind"] == "no_change"
             else f"  [bold]{s['number']}.[/] {text}"
@@ -56,14 +134,16 @@ def print_caption_report(data: dict[str, Any], written: list[str] | None = None)
     elif abs(al["dx"]) >= 0.5 or abs(al["dy"]) >= 0.5:  # sub-pixel jitter is not news
         extras.append(f"camera shift dx={al['dx']:+.1f} dy={al['dy']:+.1f} px corrected")
     extras.append(f"{data['timings'].get('total', 0) * 1000:.0f} ms")
-    console.print(f"[dim]  ({'; '.join(extras)})[/]")
+    _say(f"[dim]  ({'; '.join(extras)})[/]")
     for note in data["notes"]:
-        console.print(f"[yellow]  note:[/] {escape(note)}")
+        _say(f"[yellow]  note:[/] {safe(note)}")
     if written:
-        console.print(f"[dim]  wrote {escape(', '.join(written))}[/]")
+        _say(f"[dim]  wrote {safe(', '.join(written))}[/]")
 
 
 def print_models(rows: list[dict[str, Any]]) -> None:
+    if _quiet():
+        return
     table = Table(title="models", title_justify="left")
     table.add_column("name", style="bold")
     table.add_column("family")
@@ -72,35 +152,36 @@ def print_models(rows: list[dict[str, Any]]) -> None:
     table.add_column("what it does")
     for row in rows:
         if row.get("weights"):
-            shipped = escape(row["weights"])
+            shipped = safe(row["weights"])
         else:  # a trainable model without a file needs --weights; the others need none
             shipped = "[dim]none[/]" if row["trainable"] else "[dim]-[/]"
         table.add_row(
-            row["name"],
-            row["family"],
+            safe(row["name"]),
+            safe(row["family"]),
             "yes" if row["trainable"] else "no",
             shipped,
-            escape(row["summary"]),
+            safe(row["summary"]),
         )
-    console.print(table)
+    _print_table(table)
     # The training data needs a sentence, too long for a column.
     for row in rows:
         if row.get("weights"):
             trained_on = row.get("trained_on") or "not stated in the manifest"
-            console.print(
-                f"[bold]{escape(row['name'])}[/] ships {escape(row['weights'])}: "
-                f"trained on {escape(trained_on)}"
+            _say(
+                f"[bold]{safe(row['name'])}[/] ships {safe(row['weights'])}: "
+                f"trained on {safe(trained_on)}"
             )
-    console.print("[dim]model cards: weights/README.md[/]")
+    _say("[dim]model cards: weights/README.md[/]")
 
 
 class _TimelineProgress:
-    """A Rich progress bar per source (position in the video, rate, time left)."""
+    """A Rich progress bar per source (position in the video, rate, time left); none under
+    ``--quiet`` or when stderr is not a terminal."""
 
     def __init__(self, enabled: bool) -> None:
         from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
-        self.enabled = enabled and err_console.is_terminal
+        self.enabled = enabled and err_console.is_terminal and not _quiet()
         self.progress = Progress(
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -132,7 +213,7 @@ class _TimelineProgress:
 
         if source not in self.tasks:
             self.tasks[source] = self.progress.add_task(
-                escape(Path(source).name), total=duration or None, position="", rate=""
+                safe(Path(source).name), total=duration or None, position="", rate=""
             )
             self._started[source] = time.perf_counter()
         elapsed = max(1e-6, time.perf_counter() - self._started[source])
@@ -148,89 +229,141 @@ def timeline_progress(enabled: bool = True) -> _TimelineProgress:
     return _TimelineProgress(enabled)
 
 
+def _produced_nothing(s: dict[str, Any]) -> bool:
+    """A source that failed before reading anything (missing, unreadable): its error line was
+    printed when it failed, and a table would only repeat it."""
+    return bool(s["error"]) and not s["events"] and not s.get("samples")
+
+
 def print_timeline(data: dict[str, Any], out: str | None, stderr: bool = False) -> None:
     """A table per source (titled with its full path), a row per event: number, interval
-    (HH:MM:SS.mmm), frames, the summary with the sentences said inside the event, picture.
+    (HH:MM:SS.mmm; one time for an event seen in one sample), frames, the summary with the
+    sentences said inside the event, picture. Piped or redirected: the same as plain lines, an
+    event a line. Nothing but the warnings when every source failed before reading anything
+    (their error lines were printed as they failed) or under ``--quiet``.
     stderr: print there (stdout carries something else, e.g. ``--jsonl -``)."""
     target = err_console if stderr else console
     from pathlib import Path
 
-    for s in data["sources"]:
-        table = Table(
-            title=f"what changed: {escape(s.get('path', s['source']))}", title_justify="left"
-        )
-        table.add_column("#", justify="right")
-        table.add_column("time", no_wrap=True)
-        table.add_column("frames", no_wrap=True, style="dim")
-        table.add_column("what changed", ratio=1)
-        table.add_column("picture", style="dim", overflow="fold")
-        if s["error"] and not s["events"] and s["complete"]:
-            table.add_row("", "–", "", f"[red]skipped: {escape(s['error'])}[/]", "")
-            target.print(table)
-            continue
-        for e in s["events"]:
-            span = (
-                e["start_tc"] if e["start_tc"] == e["end_tc"] else f"{e['start_tc']}–{e['end_tc']}"
-            )
-            frames = "" if e.get("start_frame") is None else f"{e['start_frame']}–{e['end_frame']}"
-            what = escape(e["text"])
-            said = e.get("sentences") or []
-            if len(said) > 1:
-                what += "".join(
-                    f"\n[dim]· {escape(x['start_tc'])} {escape(x['text'])}[/]" for x in said
-                )
-            table.add_row(str(e["id"]), span, frames, what, escape(e["picture"] or ""))
-        if not s["events"]:
-            table.add_row("", "–", "", "[dim]no change[/]", "")
-        target.print(table)
-    totals = [
-        f"{escape(Path(s['source']).name)}: {s['samples']} samples, {s['pairs_analysed']} analysed, {s['seconds']:.1f} s"
-        for s in data["sources"]
-        if not s["error"]
-    ]
-    if totals:
-        target.print("[dim]" + "; ".join(totals) + "[/]", soft_wrap=True)
-    for s in data["sources"]:
+    sources = data["sources"]
+    nothing = bool(sources) and all(_produced_nothing(s) for s in sources)
+    if not _quiet() and not nothing:
+        for s in sources:
+            if _plain(target):
+                _timeline_lines(s, target)
+            else:
+                _timeline_table(s, target)
+        totals = [
+            f"{safe(Path(s['source']).name)}: {s['samples']} samples, {s['pairs_analysed']} analysed, {s['seconds']:.1f} s"
+            for s in sources
+            if not s["error"]
+        ]
+        if totals:
+            target.print("[dim]" + "; ".join(totals) + "[/]", soft_wrap=True)
+    for s in sources:
         for warning in s.get("warnings", []):
-            err_console.print(f"[yellow]warning:[/] {escape(warning)}", soft_wrap=True)
-    if out:
+            print_warning_line(warning)
+    if out and not _quiet() and not nothing:
         target.print(
-            f"[dim]wrote {escape(out)}/timeline.json, .md, .csv, .html and subtitles (.vtt, .srt)[/]",
+            f"[dim]wrote {safe(out)}/timeline.json, .md, .csv, .html and subtitles (.vtt, .srt)[/]",
             soft_wrap=True,
         )
-    if not data["complete"]:
-        target.print("[yellow]partial: the run did not finish; rerun with --resume to continue[/]")
+    if not data["complete"] and not nothing:
+        target.print(
+            "[yellow]partial: the run did not finish; rerun with --resume to continue[/]",
+            soft_wrap=True,
+        )
+
+
+def _timeline_table(s: dict[str, Any], target: Console) -> None:
+    from ..report.spans import frame_span, time_span
+
+    table = Table(title=f"what changed: {safe(s.get('path', s['source']))}", title_justify="left")
+    table.add_column("#", justify="right")
+    table.add_column("time", no_wrap=True)
+    table.add_column("frames", no_wrap=True, style="dim")
+    table.add_column("what changed", ratio=1)
+    table.add_column("picture", style="dim", overflow="fold")
+    if s["error"] and not s["events"] and s["complete"]:
+        table.add_row("", "–", "", f"[red]skipped: {safe(s['error'])}[/]", "")
+        target.print(table)
+        return
+    for e in s["events"]:
+        what = safe(e["text"])
+        said = e.get("sentences") or []
+        if len(said) > 1:
+            what += "".join(f"\n[dim]· {safe(x['start_tc'])} {safe(x['text'])}[/]" for x in said)
+        table.add_row(
+            str(e["id"]),
+            safe(time_span(e, "–")),
+            frame_span(e, "–"),
+            what,
+            safe(e["picture"] or ""),
+        )
+    if not s["events"]:
+        table.add_row("", "–", "", "[dim]no change[/]", "")
+    target.print(table)
+
+
+def _timeline_lines(s: dict[str, Any], target: Console) -> None:
+    """One source as plain lines: its path, then an event a line (``#3 00:00:14.400–00:00:19.600
+    frames 360–490: a car appeared ... (frames/picture.jpg)``), each sentence said inside the
+    event indented below it."""
+    from ..report.spans import frame_span, time_span
+
+    lines = [f"what changed: {s.get('path', s['source'])}"]
+    if s["error"] and not s["events"] and s["complete"]:
+        lines.append(f"  skipped: {s['error']}")
+    for e in s["events"]:
+        frames = frame_span(e, "–")
+        line = (
+            f"  #{e['id']} {time_span(e, '–')}{f' frames {frames}' if frames else ''}: {e['text']}"
+        )
+        if e["picture"]:
+            line += f" ({e['picture']})"
+        lines.append(line)
+        said = e.get("sentences") or []
+        if len(said) > 1:
+            lines += [f"      · {x['start_tc']} {x['text']}" for x in said]
+    if not s["events"] and not (s["error"] and s["complete"]):
+        lines.append("  no change")
+    for line in lines:
+        target.print(visible(line), markup=False, soft_wrap=True)
 
 
 def print_clips(methods: list[str], out: str) -> None:
     """How the event clips were made: stream copies, and re-encodes (where the keyframes were
     too far before an event, or a copy failed)."""
-    if not methods:
+    if not methods or _quiet():
         return
     copied, encoded = methods.count("copy"), methods.count("encode")
     how = f"{copied} stream-copied" + (f", {encoded} re-encoded" if encoded else "")
     err_console.print(
-        f"[dim]clips: {len(methods)} written to {escape(out)}/clips/ ({how})[/]", soft_wrap=True
+        f"[dim]clips: {len(methods)} written to {safe(out)}/clips/ ({how})[/]", soft_wrap=True
     )
 
 
 def print_table(table: Any) -> None:
     """An ``evaluate.tables.Table`` (plain strings) as a Rich table, its notes dim below it."""
-    rich = Table(title=escape(table.title), title_justify="left")
+    if _quiet():
+        return
+    rich = Table(title=safe(table.title), title_justify="left")
     for i, column in enumerate(table.columns):
-        rich.add_column(escape(column), justify="right" if i >= table.right_from else "left")
+        rich.add_column(safe(column), justify="right" if i >= table.right_from else "left")
     for row in table.rows:
-        rich.add_row(*(escape(c) for c in row))
-    console.print(rich)
+        rich.add_row(*(safe(c) for c in row))
+    _print_table(rich)
     for note in table.notes:
-        console.print(f"[dim]{escape(note)}[/]", soft_wrap=True)
+        _say(f"[dim]{safe(note)}[/]", soft_wrap=True)
 
 
 def print_evaluation(evaluation: Any, protocols: tuple[str, ...], paths: dict[str, Any]) -> None:
     """The tables of ``evaluate.tables`` (Table-2 and Table-5 forms per protocol, change
     detection, attribute accuracy, the comparison), then perplexity, alignment precision,
     retrieval R@1 (models with a retrieval head), what was not computed and why, notes, and
-    where the files went."""
+    where the files went. Nothing under ``--quiet`` (the files hold it all)."""
+    if _quiet():
+        return
     from ..evaluate.tables import tables
 
     models = evaluation.models()
@@ -239,17 +372,17 @@ def print_evaluation(evaluation: Any, protocols: tuple[str, ...], paths: dict[st
     runs = evaluation.runs
     perplexities = [r.perplexity for r in runs if r.perplexity is not None]
     if perplexities:
-        console.print("perplexity: " + ", ".join(f"{p:.3f}" for p in perplexities))
+        _say("perplexity: " + ", ".join(f"{p:.3f}" for p in perplexities))
         for group in ("changed", "distractor"):
             values = [r.perplexity_groups[group] for r in runs if group in r.perplexity_groups]
             if values:
-                console.print(f"  {group} pairs: " + ", ".join(f"{p:.3f}" for p in values))
+                _say(f"  {group} pairs: " + ", ".join(f"{p:.3f}" for p in values))
     elif runs[0].perplexity_note:
         # Say n/a rather than print nothing: a missing line reads like a forgotten metric.
-        console.print(f"perplexity: n/a ({escape(runs[0].perplexity_note)})")
+        _say(f"perplexity: n/a ({safe(runs[0].perplexity_note)})")
     aligned = [r for r in runs if r.alignment_precision is not None]
     if aligned:
-        console.print(
+        _say(
             "alignment precision: "
             + ", ".join(
                 f"{r.alignment_precision:.3f} ({r.alignment_count} alignments)" for r in aligned
@@ -259,46 +392,53 @@ def print_evaluation(evaluation: Any, protocols: tuple[str, ...], paths: dict[st
 
     for run in runs:
         if run.retrieval:
-            console.print(escape(retrieval_line(run.retrieval)), soft_wrap=True)
+            _say(safe(retrieval_line(run.retrieval)), soft_wrap=True)
     skipped = {k: v for r in runs for p in r.results for k, v in p.skipped.items()}
     for metric, why in skipped.items():
-        console.print(f"[dim]not computed: {escape(metric)}: {escape(why)}[/]")
+        _say(f"[dim]not computed: {safe(metric)}: {safe(why)}[/]")
     notes = [n for r in runs for n in r.notes] + list(evaluation.notes)
     for note in dict.fromkeys(notes):
-        console.print(f"[yellow]note:[/] {escape(note)}")
+        _say(f"[yellow]note:[/] {safe(note)}")
     written = [str(p) for key, p in paths.items() if key in ("json", "markdown", "config")]
     written += [str(p) for key, p in paths.items() if key.startswith("summary")]
-    console.print(f"[dim]wrote {escape(', '.join(written))}[/]", soft_wrap=True)
+    _say(f"[dim]wrote {safe(', '.join(written))}[/]", soft_wrap=True)
 
 
 def print_line(text: str) -> None:
-    """One plain line on stdout (escaped: paths may hold brackets)."""
-    console.print(escape(text), soft_wrap=True)
+    """One plain line on stdout (escaped: paths may hold brackets); silent under ``--quiet``."""
+    if _quiet():
+        return
+    console.print(safe(text), soft_wrap=True)
 
 
 def print_warning(label: str, text: str) -> None:
-    """ "label: text" with a yellow label, on stdout."""
-    console.print(f"[yellow]{escape(label)}:[/] {escape(text)}", soft_wrap=True)
+    """ "label: text" with a yellow label, on stdout (a warning: printed under ``--quiet``
+    too)."""
+    console.print(f"[yellow]{safe(label)}:[/] {safe(text)}", soft_wrap=True)
 
 
 def print_statistics(title: str, rows: list[tuple[str, str]]) -> None:
     """A two-column table: statistic, value (``spotdiff data stats``)."""
-    table = Table(title=escape(title), title_justify="left")
+    if _quiet():
+        return
+    table = Table(title=safe(title), title_justify="left")
     table.add_column("statistic")
     table.add_column("value", justify="right")
     for label, value in rows:
-        table.add_row(escape(label), escape(value))
-    console.print(table)
+        table.add_row(safe(label), safe(value))
+    _print_table(table)
 
 
 def print_dim(text: str) -> None:
-    """A quiet note on stderr (which recipe, which file), escaped."""
-    err_console.print(f"[dim]{escape(text)}[/]", soft_wrap=True)
+    """A quiet note on stderr (which recipe, which file), escaped; none under ``--quiet``."""
+    if _quiet():
+        return
+    err_console.print(f"[dim]{safe(text)}[/]", soft_wrap=True)
 
 
 class _StageProgress:
     """One progress bar at a time for a long job made of stages ("epoch 3/30", "features"),
-    with log lines printed above it."""
+    with log lines printed above it; neither under ``--quiet``."""
 
     def __init__(self) -> None:
         from rich.progress import (
@@ -309,6 +449,7 @@ class _StageProgress:
             TimeRemainingColumn,
         )
 
+        self.quiet = _quiet()
         self.bar = Progress(
             "[progress.description]{task.description}",
             BarColumn(),
@@ -317,6 +458,7 @@ class _StageProgress:
             TimeRemainingColumn(),
             console=err_console,
             transient=True,
+            disable=self.quiet,
         )
         self.tasks: dict[str, Any] = {}
 
@@ -332,11 +474,12 @@ class _StageProgress:
             for old in self.tasks.values():  # the finished stage goes away
                 self.bar.remove_task(old)
             self.tasks.clear()
-            self.tasks[stage] = self.bar.add_task(escape(stage), total=total)
+            self.tasks[stage] = self.bar.add_task(safe(stage), total=total)
         self.bar.update(self.tasks[stage], completed=done)
 
     def log(self, line: str) -> None:
-        self.bar.console.print(escape(line), highlight=False, soft_wrap=True)
+        if not self.quiet:
+            self.bar.console.print(safe(line), highlight=False, soft_wrap=True)
 
 
 def stage_progress() -> _StageProgress:
@@ -344,24 +487,27 @@ def stage_progress() -> _StageProgress:
 
 
 def print_training_result(result: Any, model: str) -> None:
-    """How training ended, the best checkpoint and how to use it (or how to resume)."""
+    """How training ended, the best checkpoint and how to use it (or how to resume: printed
+    under ``--quiet`` too)."""
     best = f"{result.best_score:.4f}" if result.best_score is not None else "n/a"
     if result.interrupted:
         err_console.print(
             f"[yellow]interrupted[/] after {result.steps} steps; continue with "
-            f"`spotdiff train --model {escape(model)} --out {escape(str(result.out_dir))} --resume`",
+            f"`spotdiff train --model {safe(model)} --out {safe(str(result.out_dir))} --resume`",
             soft_wrap=True,
         )
         return
+    if _quiet():
+        return
     how = "stopped early" if result.stopped_early else "done"
-    console.print(
+    _say(
         f"{how}: {result.epochs} epoch(s), {result.steps} steps in {result.seconds:.0f} s "
         f"({result.samples_per_second:.1f} samples/s); best validation "
         f"{getattr(result, 'val_metric', 'CIDEr')} {best}"
     )
     if result.best_path is not None:
-        console.print(f"best checkpoint: {escape(str(result.best_path))}", soft_wrap=True)
-        console.print(
-            f"[dim]use it: spotdiff caption --model {escape(model)} --weights {escape(str(result.best_path))} BEFORE AFTER[/]",
+        _say(f"best checkpoint: {safe(str(result.best_path))}", soft_wrap=True)
+        _say(
+            f"[dim]use it: spotdiff caption --model {safe(model)} --weights {safe(str(result.best_path))} BEFORE AFTER[/]",
             soft_wrap=True,
         )

@@ -17,9 +17,28 @@ class _State:
     # `caption --exit-code` gives exit 1 the meaning "a change was reported" (as `compare` and
     # `diff` do), so an error that would exit 1 exits with this instead; None: errors keep 1.
     error_exit: int | None = None
+    # `spotdiff -q`: no progress bars, tables or summaries; errors and warnings still print.
+    quiet: bool = False
+    # What Ctrl-C says instead of "interrupted": how to continue, set by the command that knows
+    # (`video --out DIR`: the report holds what was found, `--resume` continues it).
+    interrupt_hint: str | None = None
 
 
 STATE = _State()
+
+
+def set_interrupt_hint(hint: str | None) -> None:
+    """The line Ctrl-C prints for this command (exit 130), e.g. "interrupted; the report in
+    night/ holds what was found so far: rerun with --resume to continue"; None: "interrupted"."""
+    STATE.interrupt_hint = hint
+
+
+def resume_hint(out: object) -> str:
+    """The interrupt line of a command whose report in ``out`` continues with ``--resume``."""
+    return (
+        f"interrupted; the report in {out} holds what was found so far: rerun with --resume "
+        f"to continue"
+    )
 
 
 def errors_to_exit(fn: F) -> F:
@@ -28,7 +47,8 @@ def errors_to_exit(fn: F) -> F:
     - ``SpotdiffError``: its message (it names the problem and the fix), exit 2 for usage, 1 else.
     - ``OSError`` that escaped the library (a full disk, a permission change mid-run): the OS's
       words and the path, exit 1.
-    - ``KeyboardInterrupt``: "interrupted", exit 130 (writers have already flushed what was done).
+    - ``KeyboardInterrupt``: "interrupted", or the command's ``set_interrupt_hint`` line saying
+      how to continue, exit 130 (writers have already flushed what was done).
     - ``ImportError`` of torch / torchvision / timm on a path this error boundary did not expect
       to need them: the training extra to install (``extras.py``), exit 1.
     - anything else is a bug: one line that says so and how to see the traceback, exit 1.
@@ -47,7 +67,7 @@ def errors_to_exit(fn: F) -> F:
         except KeyboardInterrupt:
             if STATE.debug:
                 raise
-            _fail("interrupted", 130)
+            _fail(STATE.interrupt_hint or "interrupted", 130)
         except SpotdiffError as exc:
             if STATE.debug:
                 raise
