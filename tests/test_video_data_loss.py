@@ -231,3 +231,46 @@ def test_the_library_run_is_what_the_cli_does(clip, uninterrupted, tmp_path):
     assert not outcome.failed and outcome.timeline["complete"] is True
     with contextlib.suppress(FileNotFoundError):
         assert (out / "config.yaml").is_file()
+
+
+@pytest.mark.parametrize(
+    "field, value",
+    [
+        ("samples", "1e400"),
+        ("processed_until", '"soon"'),
+        ("seconds", "NaN"),
+        ("checkpoint", '{"at": "x", "replay_from": 0}'),
+        ("checkpoint", '{"at": 1, "replay_from": 0, "evil": 1}'),
+    ],
+)
+def test_a_crafted_timeline_is_refused_in_one_line(clip, tmp_path, field, value):
+    out = tmp_path / "report"
+    run_spotdiff("video", clip, "--every", "0.5s", "--no-recognise", "--out", out)
+    path = out / "timeline.json"
+    data = json.loads(path.read_text())
+    data["sources"][0]["complete"] = False
+    data["sources"][0][field] = "@@CRAFTED@@"
+    path.write_text(json.dumps(data).replace('"@@CRAFTED@@"', value))
+    proc = run_spotdiff("video", clip, "--out", out, "--resume")
+    assert proc.returncode in (1, 2)
+    assert "damaged" in one_error_line(proc)
+
+
+def test_file_names_that_are_not_utf8_still_give_every_report(tmp_path):
+    folder = tmp_path / "cam"
+    folder.mkdir()
+    background = textured_background(240, 320, seed=3)
+    names = [b"a-before.png", b"b-caf\xe9.png"]
+    images = [background, draw_box(background, 100, 80, 60, 50, COLOURS[1])]
+    for name, image in zip(names, images):
+        ok, png = cv2.imencode(".png", image[:, :, ::-1])  # cv2.imwrite crashes on such names
+        assert ok
+        (Path(os.fsdecode(os.path.join(os.fsencode(folder), name)))).write_bytes(png.tobytes())
+    after = os.fsdecode(os.path.join(os.fsencode(folder), names[1]))
+    proc = run_spotdiff("caption", folder / "a-before.png", after, "--out", tmp_path / "pair")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads((tmp_path / "pair" / "report.json").read_text(encoding="utf-8"))
+    assert os.fsencode(report["inputs"]["after"]["path"]).endswith(names[1])
+    proc = run_spotdiff("video", folder, "--fps", "1", "--out", tmp_path / "timeline")
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "timeline" / "timeline.json").read_text())["complete"]

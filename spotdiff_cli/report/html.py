@@ -34,6 +34,7 @@ from ..frames.timecode import format_timecode
 from ..types import Report
 from .compose import cluster_numbers, scale_box
 from .draw import PAIR_GAP, PALETTE, box_in_after, mask_image
+from .encoding import text_bytes
 from .spans import frame_span, time_span
 
 TEMPLATES = Path(__file__).parent / "templates"
@@ -76,7 +77,7 @@ def _environment() -> Any:
 
 
 def _render(template: str, **context: Any) -> bytes:
-    return _environment().get_template(template).render(**context).encode()
+    return text_bytes(_environment().get_template(template).render(**context))
 
 
 def kind_colour(kind: str) -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..frames.timecode import format_timecode
+from .encoding import text_bytes
 
 # Long enough to read a ten-word sentence; a change seen in one sample has no length of its own.
 MIN_CUE_SECONDS = 2.0
@@ -68,7 +69,7 @@ def write_vtt(source: dict[str, Any]) -> bytes:
             text,
             "",
         ]
-    return "\n".join(lines).encode("utf-8")
+    return text_bytes("\n".join(lines))
 
 
 def write_srt(source: dict[str, Any]) -> bytes:
@@ -79,7 +80,7 @@ def write_srt(source: dict[str, Any]) -> bytes:
         blocks.append(
             f"{number}\r\n{_clock(cue.start, ',')} --> {_clock(cue.end, ',')}\r\n{cue.text}\r\n"
         )
-    return "\r\n".join(blocks).encode("utf-8")
+    return text_bytes("\r\n".join(blocks))
 
 
 def _note(text: str) -> str:

@@ -27,6 +27,7 @@ import glob
 import hashlib
 import io
 import json
+import math
 import os
 import re
 from collections.abc import Callable
@@ -42,6 +43,7 @@ from ..errors import OutputError
 from ..frames.timecode import format_timecode
 from ..types import Event, EventSentence, Report
 from .draw import annotated_image
+from .encoding import json_bytes, text_bytes
 from .html import timeline_page
 from .spans import frame_span, time_span
 from .subtitles import SUBTITLE_WRITERS
@@ -203,16 +205,16 @@ def event_from_dict(data: dict[str, Any], source: str) -> Event:
     pair = data["pair_times"] if "pair_times" in data else data["frames"]
     seen = data.get("seen")
     return Event(
-        id=int(data["id"]),
+        id=_count(data["id"], "id"),
         source=source,
-        start=float(data["start"]),
-        end=float(data["end"]),
+        start=_seconds(data["start"], "start"),
+        end=_seconds(data["end"], "end"),
         text=data["text"],
         kind=data["kind"],
         noun=data["noun"],
         boxes=tuple(tuple(b) for b in data["boxes"]),
         frames=(float(pair["before"]), float(pair["after"])),
-        detections=int(data["detections"]),
+        detections=_count(data["detections"], "detections"),
         picture=data["picture"],
         seen=(float(seen["start"]), float(seen["end"])) if seen else None,
         start_frame=data.get("start_frame"),
@@ -243,23 +245,56 @@ def timeline_from_dict(data: dict[str, Any]) -> dict[str, Any]:
                 source=s["source"],
                 info=s.get("info", {}),
                 events=[event_from_dict(e, s["source"]) for e in s.get("events", [])],
-                samples=int(s.get("samples", 0)),
-                analysed=int(s.get("pairs_analysed", 0)),
-                decoded=int(s.get("frames_decoded", 0)),
-                processed_until=s.get("processed_until"),
+                samples=_count(s.get("samples", 0), "samples"),
+                analysed=_count(s.get("pairs_analysed", 0), "pairs_analysed"),
+                decoded=_count(s.get("frames_decoded", 0), "frames_decoded"),
+                processed_until=_seconds(s.get("processed_until"), "processed_until"),
                 complete=bool(s.get("complete", False)),
                 error=s.get("error"),
-                seconds=float(s.get("seconds", 0.0)),
+                seconds=_seconds(s.get("seconds", 0.0), "seconds") or 0.0,
                 pending=[event_from_dict(e, s["source"]) for e in s.get("open_events", [])],
                 warnings=list(s.get("warnings", [])),
-                ended_early_at=s.get("ended_early_at"),
-                checkpoint=Checkpoint(**point) if point else None,
+                ended_early_at=_seconds(s.get("ended_early_at"), "ended_early_at"),
+                checkpoint=_checkpoint(point, Checkpoint) if point else None,
             )
         return results
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, OverflowError) as exc:
         raise OutputError(
             f"the timeline being resumed is damaged ({type(exc).__name__}: {exc}); start again with --overwrite"
         ) from exc
+
+
+def _seconds(value: Any, what: str) -> float | None:
+    """A time read back from a report: a finite number of seconds, or None."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{what} is {value!r}, not a number of seconds")
+    return float(value)
+
+
+def _count(value: Any, what: str) -> int:
+    """A count read back from a report: a whole number, not negative."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{what} is {value!r}, not a count")
+    if value < 0 or value != int(value):
+        raise ValueError(f"{what} is {value!r}, not a count")
+    return int(value)
+
+
+def _checkpoint(point: Any, checkpoint_type: Any) -> Any:
+    """The stored checkpoint, its fields checked (a crafted one must not crash the resume)."""
+    if not isinstance(point, dict):
+        raise TypeError(f"checkpoint is {type(point).__name__}, not a mapping")
+    times = {k: _seconds(point.get(k), k) for k in ("at", "replay_from")}
+    if times["at"] is None or times["replay_from"] is None:
+        raise ValueError("checkpoint has no time")
+    counts = {k: _count(point.get(k, 0), k) for k in ("events", "samples", "analysed")}
+    flags = {k: bool(point.get(k, False)) for k in ("active", "found")}
+    unknown = set(point) - set(times) - set(counts) - set(flags)
+    if unknown:
+        raise ValueError(f"checkpoint has unknown fields {sorted(unknown)}")
+    return checkpoint_type(**times, **counts, **flags)
 
 
 # -- pictures ----------------------------------------------------------------------------------
@@ -314,7 +349,7 @@ def _jpeg(image: np.ndarray, quality: int) -> bytes:
 
 
 def write_json(data: dict[str, Any], out: Path) -> bytes:
-    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+    return json_bytes(data)
 
 
 def _blank(value: Any) -> Any:
@@ -357,7 +392,7 @@ def write_csv(data: dict[str, Any], out: Path) -> bytes:
                     _blank(e.get("clip")),
                 ]
             )
-    return buf.getvalue().encode()
+    return text_bytes(buf.getvalue())
 
 
 def _md_cell(text: str) -> str:
@@ -405,7 +440,7 @@ def write_md(data: dict[str, Any], out: Path) -> bytes:
             f"{s['samples']} samples, {s['pairs_analysed']} pairs analysed in full, {s['seconds']:.1f} s.",
             "",
         ]
-    return "\n".join(lines).encode()
+    return text_bytes("\n".join(lines))
 
 
 def write_html(data: dict[str, Any], out: Path) -> bytes:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from ..errors import OutputError
 from ..types import Report
 from .compose import report_to_dict
 from .draw import annotated_image, mask_image
+from .encoding import json_bytes, text_bytes
 from .html import caption_page
 
 
@@ -42,11 +42,11 @@ def write_txt(data: dict[str, Any], report: Report) -> bytes:
         *sentences_text(data),
     ]
     lines += [f"note: {n}" for n in data["notes"]]
-    return ("\n".join(lines) + "\n").encode()
+    return text_bytes("\n".join(lines) + "\n")
 
 
 def write_json(data: dict[str, Any], report: Report) -> bytes:
-    return (json.dumps(data, indent=2, ensure_ascii=False) + "\n").encode()
+    return json_bytes(data)
 
 
 def write_md(data: dict[str, Any], report: Report) -> bytes:
@@ -80,7 +80,7 @@ def write_md(data: dict[str, Any], report: Report) -> bytes:
         f"Model `{data['model']}`, spotdiff {data['tool']['version']}. Mask: ![mask](mask.png)",
         "",
     ]
-    return "\n".join(out).encode()
+    return text_bytes("\n".join(out))
 
 
 def write_csv(data: dict[str, Any], report: Report) -> bytes:
@@ -100,7 +100,7 @@ def write_csv(data: dict[str, Any], report: Report) -> bytes:
                 " ".join("x".join(map(str, boxes[i])) for i in ids if i in boxes),
             ]
         )
-    return buf.getvalue().encode()
+    return text_bytes(buf.getvalue())
 
 
 def write_html(data: dict[str, Any], report: Report) -> bytes:
@@ -164,4 +164,4 @@ def _yaml(settings: dict[str, Any]) -> bytes:
     import yaml
 
     header = "# Resolved settings of this report; rerun with `spotdiff caption A B --config config.yaml`.\n"
-    return (header + yaml.safe_dump(settings, sort_keys=False)).encode()
+    return text_bytes(header + yaml.safe_dump(settings, sort_keys=False))
