@@ -21,8 +21,9 @@ from spotdiff_cli.train.batches import (
     load_training_data,
     training_sentences,
 )
-from spotdiff_cli.train.loop import LossForward, train
+from spotdiff_cli.train.loop import train
 from spotdiff_cli.train.recipes import TrainConfig, load_recipe
+from spotdiff_cli.train.run import LossForward
 
 BACKBONE = "efficientnet_lite0"
 

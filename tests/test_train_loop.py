@@ -289,7 +289,8 @@ def test_interrupt_then_resume_equals_an_uninterrupted_run(
 
 
 def test_a_previous_run_is_never_overwritten(tiny_bench: Path, tmp_path: Path, monkeypatch) -> None:
-    from spotdiff_cli.train.loop import prepare_out_dir, train
+    from spotdiff_cli.train.loop import train
+    from spotdiff_cli.train.out_dir import prepare_out_dir
 
     config = tiny_config(tiny_bench, epochs=1)
     (tmp_path / "run").mkdir()

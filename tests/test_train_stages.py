@@ -162,7 +162,7 @@ def test_changed_val_metric_sees_through_a_model_that_always_says_no_change(
     pairs that hold a change) gives it next to nothing, so best.pt is not the collapsed model."""
     from spotdiff_cli.captioners.vocab import Vocabulary
     from spotdiff_cli.train.batches import load_training_data, training_sentences
-    from spotdiff_cli.train.loop import validate
+    from spotdiff_cli.train.validation import validate
 
     root = _bench_with_distractors(tmp_path / "half", 0.5)
     vocab = Vocabulary.build(training_sentences(root), min_count=1)

@@ -36,12 +36,12 @@ from pathlib import Path
 from typing import Any
 
 from ..config import apply_mapping, resolve, to_dict
-from ..errors import UsageError
+from ..errors import SpotdiffError, UsageError
 from .sampler import SAMPLERS
 
 # The repository's recipe folder (a source checkout); an installed wheel falls back to defaults.
 RECIPES_DIR = Path(__file__).resolve().parents[2] / "training"
-# What `spotdiff train --model M` trains on when no --data is given (see loop.dataset_root).
+# What `spotdiff train --model M` trains on when no --data is given (see datasets.dataset_root).
 DEFAULT_DATASET = "synth"
 # Names --data accepts for a benchmark made once into the user cache instead of a folder:
 # "synth" (the 2-D synthetic benchmark, seconds) and "clevr" (the rendered 3-D one, hours).
@@ -156,6 +156,7 @@ class TrainConfig:
     stages: tuple[dict[str, Any], ...] = ()  # see Stage; empty = one stage of the values above
 
     def validate(self) -> TrainConfig:
+        check_trainable(self.model)
         checks = [
             (self.batch_size >= 1, "--batch-size must be at least 1"),
             (self.epochs >= 1, "--epochs must be at least 1"),
@@ -260,6 +261,19 @@ class TrainConfig:
         return data
 
 
+def check_trainable(model: str) -> None:
+    """``model`` names a registered captioner with learned parts: an unknown name is a
+    ModelError with the close match (``did you mean 'ddla'?``), a model with nothing to train
+    a UsageError. Cheap (no torch, no data): run it before any dataset is generated or
+    prepared, whether the name came from ``--model`` or from a recipe."""
+    from ..captioners.registry import model_info
+
+    if not model_info(model).trainable:
+        raise UsageError(
+            f"model '{model}' is not trainable (it has no learned parts); see `spotdiff models`"
+        )
+
+
 def default_recipe_path(model: str, data: str | None = None) -> Path | None:
     """The recipe `spotdiff train --model M` uses without ``--recipe``: ``training/M-synth.yaml``
     for a cached benchmark ("synth", and "clevr" unless ``M-clevr.yaml`` exists: both are
@@ -296,6 +310,13 @@ def load_recipe(recipe: str | Path | None = None, **flags: Any) -> TrainConfig:
             )
             raise UsageError(f"recipe '{recipe}' not found{hint}")
     config = resolve(TrainConfig(), path, **flags)
+    if flags.get("model") is None and path is not None:
+        # The recipe's model, checked now and said to be the recipe's: a typo there once cost
+        # generating and preparing 1,000 pairs (> 3 min) before the name was refused.
+        try:
+            check_trainable(config.model)
+        except SpotdiffError as exc:
+            raise type(exc)(f"recipe {path}: {exc}") from None
     return _coerce(config, str(path) if path else "the command line").validate()
 
 
