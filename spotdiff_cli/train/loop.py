@@ -68,8 +68,8 @@ from .run import (
     Run,
     RunState,
     TrainResult,
-    _fmt,
     checkpoint_extra,
+    format_score,
     make_run,
     named_parameters,
     resume_state,
@@ -128,7 +128,18 @@ def train(
         write_run_files(out, config, model, vocab, root, info, device, init_report)
     if not trained_by_gradient(model, config, backbone):
         return _fit_once(model, config, train_data, val_data, out, info, say, notes, started)
-    run = make_run(config, info, device, out, model, backbone, train_data, val_data, say, progress)
+    run = make_run(
+        config,
+        model,
+        info=info,
+        device=device,
+        out=out,
+        train_data=train_data,
+        val_data=val_data,
+        say=say,
+        progress=progress,
+        backbone=backbone,
+    )
     state = resume_state(run, checkpoint) if checkpoint is not None else RunState()  # 3
 
     stopped_early = interrupted = False  # 4
@@ -361,7 +372,7 @@ def validate_and_checkpoint(run: Run, state: RunState) -> bool:
         patience = run.stage.patience
         run.say(
             f"epoch {state.epoch} validation: {shown}CIDEr {record['CIDEr']:.4f} "
-            f"BLEU-4 {record.get('BLEU-4', 0.0):.4f} ppl {_fmt(record.get('perplexity'))}"
+            f"BLEU-4 {record.get('BLEU-4', 0.0):.4f} ppl {format_score(record.get('perplexity'))}"
             + (
                 " (best: saved best.pt)"
                 if improved

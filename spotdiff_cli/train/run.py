@@ -82,9 +82,8 @@ class Run:
     val_data: TrainingData
     optimizer: torch.optim.Optimizer
     scaler: torch.amp.GradScaler
-    params: list[
-        torch.nn.Parameter
-    ]  # what gradient clipping covers (the backbone's too when fine-tuning)
+    # What gradient clipping covers (the backbone's too when fine-tuning).
+    params: list[torch.nn.Parameter]
     loss_module: torch.nn.Module  # LossForward, DDP-wrapped under torchrun
     use_amp: bool
     amp_dtype: torch.dtype
@@ -110,15 +109,16 @@ class Run:
 
 def make_run(
     config: TrainConfig,
+    model: Any,
+    *,
     info: dist.DistInfo,
     device: str,
     out: Path,
-    model: Any,
-    backbone: tuple[Any, Any] | None,
     train_data: TrainingData,
     val_data: TrainingData,
     say: Log,
-    progress: Progress | None,
+    progress: Progress | None = None,
+    backbone: tuple[Any, Any] | None = None,
 ) -> Run:
     """2. The optimizer (Adam, §4, or AdamW; the backbone in its own group), AMP and the loss
     module every step calls. The optimizer holds every parameter, so a stage can freeze and
@@ -149,21 +149,21 @@ def make_run(
         LossForward(model, backbone), info, device, config.ddp_find_unused
     )
     run = Run(
-        config,
-        info,
-        device,
-        out,
-        model,
-        train_data,
-        val_data,
-        optimizer,
-        scaler,
-        params,
-        loss_module,
-        use_amp,
-        amp_dtype,
-        say,
-        progress,
+        config=config,
+        info=info,
+        device=device,
+        out=out,
+        model=model,
+        train_data=train_data,
+        val_data=val_data,
+        optimizer=optimizer,
+        scaler=scaler,
+        params=params,
+        loss_module=loss_module,
+        use_amp=use_amp,
+        amp_dtype=amp_dtype,
+        say=say,
+        progress=progress,
         backbone=backbone,
         plan=config.stage_plan(),
         trainable={n for n, p in named_parameters(model, backbone) if p.requires_grad},
@@ -210,7 +210,7 @@ def resume_state(run: Run, checkpoint: dict[str, Any]) -> RunState:
     restore_rng(extra.get("rng"))
     run.say(
         f"resumed {run.out / 'last.pt'}: epoch {state.epoch}, step {state.step}, "
-        f"best {run.config.val_metric} {_fmt(state.best_score)}"
+        f"best {run.config.val_metric} {format_score(state.best_score)}"
     )
     return state
 
@@ -263,5 +263,6 @@ def _plain(value: Any) -> Any:
     return [_plain(v) for v in value] if isinstance(value, (tuple, list)) else value
 
 
-def _fmt(value: float | None) -> str:
+def format_score(value: float | None) -> str:
+    """A score for a log line: 4 decimals, or n/a before the first validation."""
     return "n/a" if value is None else f"{value:.4f}"
