@@ -130,6 +130,45 @@ def test_timeline_page_escapes_names_and_sentences_and_keeps_them_out_of_the_scr
     assert "<video" not in markup and "#t=" not in markup
 
 
+@pytest.mark.parametrize(
+    "name, codec, plays",
+    [
+        ("cam.avi", None, False),
+        ("cam.mkv", "h264", False),
+        ("cam.mp4", "mpeg4", False),  # MPEG-4 Part 2 in an MP4: old CCTV exports
+        ("cam.mp4", None, True),
+        ("cam.MP4", "h264", True),
+        ("cam.webm", "vp9", True),
+    ],
+)
+def test_a_video_the_browser_cannot_play_is_a_note_and_plain_times(tmp_path, name, codec, plays):
+    """An AVI (or an MP4 of a codec no browser decodes) gave a player that spins for ever and
+    "play from" links that did nothing: the page says to open the file in a player, at the
+    event's time, and has no player or jump link for it."""
+    clip = tmp_path / name
+    clip.write_bytes(b"")
+    data = _timeline_dict(str(clip), "a red object appeared")
+    data["sources"][0]["info"] = {"kind": "video", **({"codec": codec} if codec else {})}
+    data["sources"][0]["events"][0]["sentences"] = [
+        {"start": 2.0, "start_tc": "00:00:02.000", "text": "a red object appeared", "kind": "x"},
+        {"start": 2.5, "start_tc": "00:00:02.500", "text": "it moved", "kind": "x"},
+    ]
+    page = write_html(data, tmp_path / "report").decode()
+    markup = page.split("<script>")[0]
+    if plays:
+        assert "<video" in markup and "▶ play from 00:00:02.000" in markup
+        assert "cannot play" not in markup
+        return
+    assert "<video" not in markup and 'class="jump"' not in markup and "#t=" not in markup
+    note = re.search(r'<p class="note noplay">(.*?)</p>', markup, re.S)
+    assert note, markup
+    text = re.sub(r"<[^>]+>", "", note[1])
+    assert text.startswith(f"Your browser cannot play {name} (")
+    assert text.endswith("open it in a player (VLC, mpv) at an event's time.")
+    assert f"in a player: {name} at 00:00:02.000" in markup
+    assert "00:00:02.500 it moved" in re.sub(r"<[^>]+>", "", markup)  # a plain time, no link
+
+
 # -- in the browser ----------------------------------------------------------------------------
 
 
@@ -175,6 +214,10 @@ class Visit:
         assert self.errors == []
         assert requests_outside(self.requests, allowed) == []
 
+    def fits(self, name: str, out: Path) -> int:
+        self.page.screenshot(path=str(out / name), full_page=True)
+        return self.page.evaluate("document.documentElement.scrollWidth")
+
 
 def requests_outside(urls: list[str], allowed: list[Path]) -> list[str]:
     """The URLs a page asked for that are neither ``data:`` nor a file in or under ``allowed``.
@@ -208,10 +251,6 @@ def test_requests_are_compared_by_where_they_lead_so_a_linked_media_folder_is_al
         elsewhere,
         "https://example.com/x.js",
     ]
-
-    def fits(self, name: str, out: Path) -> int:
-        self.page.screenshot(path=str(out / name), full_page=True)
-        return self.page.evaluate("document.documentElement.scrollWidth")
 
 
 def test_timeline_page_in_a_browser(browser, reports, tmp_path):
@@ -269,6 +308,35 @@ def test_timeline_page_in_a_browser(browser, reports, tmp_path):
     assert min(phone.decoded_widths()) > 0
     assert phone.fits("timeline-phone.png", tmp_path) <= 400
     phone.check_clean([folder, reports["clip"]])
+
+
+def test_an_avi_source_in_a_browser_says_to_open_it_in_a_player(browser, reports, tmp_path):
+    """The same clip as MJPG in an AVI: no broken player on the page, a note naming the file,
+    and each event's time as text to look up in a player."""
+    clip = tmp_path / "night cam.avi"
+    cap = cv2.VideoCapture(str(reports["clip"]))
+    writer = cv2.VideoWriter(str(clip), cv2.VideoWriter_fourcc(*"MJPG"), 10, (320, 240))
+    while True:
+        ok, frame = cap.read()
+        if not ok:
+            break
+        writer.write(frame)
+    writer.release()
+    cap.release()
+    out = tmp_path / "avi"
+    proc = run_spotdiff("video", clip, "--every", "1s", "--no-recognise", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads((out / "timeline.json").read_text())["sources"][0]["events"]
+    assert events
+    visit = Visit(browser, out / "timeline.html", 1280)
+    assert visit.page.locator("video").count() == 0
+    assert visit.page.locator("a.jump").count() == 0
+    note = visit.page.inner_text("p.noplay")
+    assert note.startswith("Your browser cannot play night cam.avi (browsers play MP4, WebM")
+    first = visit.page.inner_text(f"#s1-e{events[0]['id']} .at")
+    assert first == f"in a player: night cam.avi at {events[0]['start_tc']}"
+    assert min(visit.decoded_widths()) > 0
+    visit.check_clean([out])
 
 
 def test_caption_pages_in_a_browser(browser, reports, tmp_path):

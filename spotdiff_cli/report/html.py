@@ -52,6 +52,23 @@ KIND_COLOURS = {
     "scene": "#56b4e9",
     "no_change": "#9a9a9a",
 }
+# What a browser's <video> plays (Chrome, Firefox, Safari, Edge alike): MP4, WebM and Ogg files
+# holding H.264, VP8, VP9, AV1 or Theora. Anything else (AVI, MKV, MOV, GIF; MPEG-4 Part 2,
+# HEVC or MJPEG inside an MP4) is a player that spins for ever, so the page says so instead.
+BROWSER_CONTAINERS = {".mp4": "MP4", ".m4v": "MP4", ".webm": "WebM", ".ogv": "Ogg", ".ogg": "Ogg"}
+BROWSER_CODECS = {
+    "h264",
+    "avc1",
+    "avc",
+    "vp8",
+    "vp80",
+    "vp9",
+    "vp90",
+    "vp09",
+    "av1",
+    "av01",
+    "theora",
+}
 # Time-axis rows: events that overlap in time go on separate rows, up to this many.
 MAX_LANES = 6
 # A mark is at least this share of the axis wide, so a one-sample event stays clickable.
@@ -140,6 +157,22 @@ def _video_url(source: dict[str, Any], out: Path) -> str | None:
     return quote(Path(rel).as_posix())
 
 
+def unplayable_reason(path: str, info: dict[str, Any]) -> str | None:
+    """Why a browser cannot play this video file (None: it can), from its extension and, when
+    the source info names it, its codec (``info["codec"]``, as ffmpeg or a FourCC names it)."""
+    suffix = Path(path).suffix.lower()
+    if suffix not in BROWSER_CONTAINERS:
+        kind = suffix[1:].upper() or "this kind of"
+        return f"browsers play MP4, WebM and Ogg video, not {kind} files"
+    codec = str(info.get("codec") or "").strip().lower()
+    if codec and codec not in BROWSER_CODECS:
+        return (
+            f"its video is {codec}; browsers play H.264, VP8, VP9, AV1 and Theora "
+            f"(re-encode it: ffmpeg -i {Path(path).name} -c:v libx264 out.mp4)"
+        )
+    return None
+
+
 def _source(index: int, s: dict[str, Any], rois: list, out: Path) -> dict[str, Any]:
     info = s.get("info") or {}
     raw = s["events"]
@@ -153,18 +186,24 @@ def _source(index: int, s: dict[str, Any], rois: list, out: Path) -> dict[str, A
     )
     t1 = t1 if t1 > t0 else t0 + 1.0
     video = _video_url(s, out)
-    events = [_event(index, e, info, rois, out, video) for e in raw]
+    name = Path(s["source"]).name or s["source"]
+    # A file the browser cannot play: a note linking it, and plain times instead of jumps.
+    unplayable = unplayable_reason(s.get("path", s["source"]), info) if video else None
+    player = video if unplayable is None else None
+    elsewhere = name if unplayable else None
+    events = [_event(index, e, info, rois, out, player, elsewhere) for e in raw]
     for e in events:
         e["card"] = _card(json.dumps(e, sort_keys=True))
     _place_on_axis(events, t0, t1)
     return {
         "index": index,
-        "name": Path(s["source"]).name or s["source"],
+        "name": name,
         "path": s.get("path", s["source"]),
         "skipped": bool(s["error"] and not raw and s["complete"]),
         "error": s["error"],
         "warnings": s.get("warnings", []),
-        "video": video,
+        "video": player,
+        "unplayable": {"url": video, "why": unplayable} if unplayable else None,
         "axis": {"t0": t0, "t1": t1, "ticks": _ticks(t0, t1)},
         "lanes": max([1, *(e["lane"] + 1 for e in events)]),
         "events": events,
@@ -180,7 +219,11 @@ def _event(
     rois: list,
     out: Path,
     video: str | None,
+    elsewhere: str | None = None,
 ) -> dict[str, Any]:
+    """One event card's data. video: the player's URL (None: no player on the page);
+    elsewhere: the name of a video the browser cannot play, whose times the card gives as text
+    to look up in a player."""
     said = e.get("sentences") or [
         {"start": e["start"], "start_tc": e["start_tc"], "text": e["text"], "kind": e["kind"]}
     ]
@@ -206,6 +249,7 @@ def _event(
         "halves": _halves(e, info, rois, out),
         "video": video,
         "player": f"v{index}" if video else None,
+        "elsewhere": elsewhere,
     }
 
 
