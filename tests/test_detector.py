@@ -1,0 +1,201 @@
+"""analysis/detect.py: NanoDet box decoding, letterbox and region mapping, the real model on real
+frames, its errors, and the light-install promise (no torch)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+from conftest import REPO, video_frame
+
+from spotdiff_cli.analysis import detect as D
+from spotdiff_cli.errors import InputError, ModelError, WeightsNotFoundError
+from spotdiff_cli.geometry import box_iou
+
+ROOM = "intel_one-by-one-person-detection.mp4"
+# Frame 1320: a man in a grey shirt stands at the table, seen from behind; his box, read off the
+# frame (768×432): head at the top edge, feet at y ≈ 395, shoulders x ≈ 355-520.
+PERSON_FRAME, PERSON_BOX = 1320, (352, 0, 172, 397)
+EMPTY_FRAME = 480  # the same room with nobody in it
+
+
+def _outputs(
+    hits: dict[int, list[tuple[int, int, dict[int, float]]]], classes: int = 80
+) -> list[np.ndarray]:
+    """Synthetic head outputs [cls_8, cls_16, cls_32, dist_8, dist_16, dist_32] (batch 1).
+
+    ``hits[stride]``: (cell, class, sides) where sides gives, for each side 0-3 (left, top,
+    right, bottom), a distance in strides. A whole-number distance is one bin with a huge logit; a
+    half-way one (k + 0.5) two equal logits on bins k and k + 1, whose expectation is exactly
+    k + 0.5. Scores elsewhere are 0.01, logits elsewhere 0 except the hits'.
+    """
+    cls_out, dist_out = [], []
+    for stride in D.STRIDES:
+        n = (D.INPUT_SIZE // stride) ** 2
+        scores = np.full((1, n, classes), 0.01, np.float32)
+        dists = np.zeros((1, n, 4, D.REG_MAX + 1), np.float32)
+        for cell, cls, sides in hits.get(stride, []):
+            scores[0, cell, cls] = 0.9
+            dists[0, cell] = -50.0
+            for side, distance in sides.items():
+                k = int(np.floor(distance))
+                dists[0, cell, side, k] = 50.0
+                if distance != k:
+                    dists[0, cell, side, k + 1] = 50.0
+        cls_out.append(scores)
+        dist_out.append(dists.reshape(1, n, -1))
+    return cls_out + dist_out
+
+
+def test_coco_classes():
+    assert len(D.COCO_CLASSES) == 80 and len(set(D.COCO_CLASSES)) == 80
+    assert D.COCO_CLASSES[0] == "person" and D.COCO_CLASSES[2] == "car"
+    assert D.COCO_CLASSES[67] == "cell phone" and D.COCO_CLASSES[79] == "toothbrush"
+
+
+def test_decode_known_boxes():
+    # Stride 16, 26×26 grid: cell 5·26 + 7 is column 7, row 5, centre (120, 88).
+    # Stride 32, 13×13 grid: cell 12·13 + 0 is column 0, row 12, centre (16, 400).
+    outs = _outputs(
+        {
+            16: [(5 * 26 + 7, 2, {0: 3, 1: 2, 2: 4, 3: 1})],
+            32: [(12 * 13 + 0, 0, {0: 0, 1: 2.5, 2: 10, 3: 0.5})],
+        }
+    )
+    boxes, scores, classes = D.decode(outs[:3], outs[3:], min_score=0.5)
+    order = np.argsort(classes)  # person (0) first, then car (2)
+    np.testing.assert_allclose(boxes[order[0]], [16, 400 - 80, 16 + 320, 400 + 16], atol=1e-3)
+    np.testing.assert_allclose(boxes[order[1]], [120 - 48, 88 - 32, 120 + 64, 88 + 16], atol=1e-3)
+    assert classes[order].tolist() == [0, 2]
+    np.testing.assert_allclose(scores, 0.9)
+
+
+def test_decode_drops_low_scores_and_checks_grid_size():
+    outs = _outputs({8: [(0, 1, {0: 1, 1: 1, 2: 1, 3: 1})]})
+    boxes, scores, classes = D.decode(outs[:3], outs[3:], min_score=0.95)
+    assert boxes.shape == (0, 4) and scores.shape == (0,) and classes.shape == (0,)
+    with pytest.raises(ModelError, match="stride 8"):
+        D.decode([outs[0][:, :100]], [outs[3][:, :100]], strides=[8])
+
+
+def test_nms_is_per_class():
+    boxes = np.array([[0, 0, 100, 100], [2, 2, 100, 100], [0, 0, 100, 100]], np.float32)
+    scores = np.array([0.9, 0.8, 0.7], np.float32)
+    classes = np.array([0, 0, 2])
+    # The two people overlap: one stays; the car at the same place is another class and stays.
+    assert D.nms_per_class(boxes, scores, classes).tolist() == [0, 2]
+
+
+class _FakeNet(D.ObjectDetector):
+    """The real detector's pre- and post-processing around synthetic head outputs."""
+
+    def __init__(self, outs: list[np.ndarray]) -> None:
+        self.outs = outs
+        self.blobs: list[np.ndarray] = []
+
+    def _forward(self, blob: np.ndarray) -> list[np.ndarray]:
+        self.blobs.append(blob)
+        return self.outs
+
+
+def test_letterbox_is_undone():
+    # An 832×468 image scales by 1/2 to 416×234, centred: 91 px of black above and below.
+    # Cell (column 7, row 10) of stride 16 has its centre at (120, 168); the box is input
+    # (72, 136)-(184, 184), i.e. image ((72, 136 - 91) · 2, (184, 184 - 91) · 2).
+    outs = _outputs({16: [(10 * 26 + 7, 0, {0: 3, 1: 2, 2: 4, 3: 1})]})
+    det = _FakeNet(outs)
+    image = np.zeros((468, 832, 3), np.uint8)
+    [found] = det.detect(image)
+    assert found.box == (144, 90, 224, 96) and found.label == "person"
+    blob = det.blobs[0]
+    assert blob.shape == (1, 3, 416, 416) and blob.dtype == np.float32
+    black = (0 - D.MEAN_BGR) / D.STD_BGR
+    np.testing.assert_allclose(blob[0, :, 0, 0], black, rtol=1e-6)  # the border is black
+
+
+def test_channel_order():
+    # A pure-red RGB image is (0, 0, 255) in BGR: channel 2 of the blob carries the red.
+    det = _FakeNet(_outputs({}))
+    red = np.zeros((416, 416, 3), np.uint8)
+    red[..., 0] = 255
+    assert det.detect(red) == []
+    det.detect(red[..., ::-1].copy(), order="bgr")
+    a, b = det.blobs
+    np.testing.assert_allclose(a, b)
+    np.testing.assert_allclose(a[0, :, 200, 200], (np.array([0, 0, 255]) - D.MEAN_BGR) / D.STD_BGR)
+
+
+def test_region_maps_back_to_the_full_image():
+    # The region (300, 50, 208, 208) is scaled ×2 into the input (no border); a box at input
+    # (72, 56)-(184, 104) is region (36, 28)-(92, 52), image (336, 78)-(392, 102).
+    outs = _outputs({16: [(5 * 26 + 7, 2, {0: 3, 1: 2, 2: 4, 3: 1})]})
+    det = _FakeNet(outs)
+    image = np.zeros((400, 600, 3), np.uint8)
+    [found] = det.detect(image, region=(300, 50, 208, 208))
+    assert found.box == (336, 78, 56, 24) and found.label == "car"
+    # A region reaching outside the image is clipped; one wholly outside is refused.
+    with pytest.raises(InputError, match="outside"):
+        det.detect(image, region=(700, 0, 50, 50))
+    with pytest.raises(InputError, match="uint8"):
+        det.detect(image.astype(np.float32))
+
+
+# --------------------------------------------------------------------------------------------------
+# the real model
+
+
+def test_a_person_is_found_in_a_real_frame():
+    frame = video_frame(ROOM, PERSON_FRAME)  # RGB, as Frame.pixels
+    people = [d for d in D.default_detector().detect(frame) if d.label == "person"]
+    assert len(people) == 1, people
+    assert people[0].score > 0.6
+    assert box_iou(people[0].box, PERSON_BOX) > 0.75, people[0]
+
+
+def test_nobody_in_the_empty_room():
+    frame = video_frame(ROOM, EMPTY_FRAME)
+    assert [
+        d for d in D.default_detector().detect(frame, min_score=0.2) if d.label == "person"
+    ] == []
+
+
+def test_real_region_gives_full_image_boxes():
+    frame = video_frame(ROOM, PERSON_FRAME)
+    det = D.default_detector()
+    region = (300, 0, 300, 432)
+    people = [d for d in det.detect(frame, region=region) if d.label == "person"]
+    assert len(people) == 1
+    x, y, w, h = people[0].box
+    assert 300 <= x and x + w <= 600  # inside the region, in image coordinates
+    assert box_iou(people[0].box, PERSON_BOX) > 0.75, people[0]
+    # Outside the region there is nothing of him.
+    assert all(d.label != "person" for d in det.detect(frame, region=(0, 0, 300, 432)))
+
+
+def test_missing_and_corrupt_weights(tmp_path):
+    with pytest.raises(WeightsNotFoundError, match="detector-onnx"):
+        D.ObjectDetector(tmp_path / "absent.onnx")
+    bad = tmp_path / "nanodet.onnx"
+    bad.write_bytes((REPO / "weights" / "nanodet_coco.onnx").read_bytes()[:4096])
+    with pytest.raises(ModelError, match="not a readable ONNX model") as err:
+        D.ObjectDetector(bad)
+    assert "\n" not in str(err.value)
+    with pytest.raises(ModelError, match="lack the outputs"):
+        D.ObjectDetector(REPO / "weights" / "efficientnet_lite0_imagenet.onnx")
+
+
+def test_shipped_weights_match_the_manifest():
+    from spotdiff_cli.weights import resolve_weights
+
+    assert resolve_weights(None, kind=D.WEIGHTS_KIND).name == "nanodet_coco.onnx"  # sha256 checked
+
+
+def test_detect_does_not_import_torch():
+    code = (
+        "import sys, spotdiff_cli.analysis.detect as d; d.default_detector(); "
+        "assert 'torch' not in sys.modules, 'torch imported'; "
+        "assert 'onnxruntime' not in sys.modules, 'onnxruntime imported'"
+    )
+    subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
