@@ -265,7 +265,7 @@ def print_timeline(data: dict[str, Any], out: str | None, stderr: bool = False) 
             print_warning_line(warning)
     if out and not _quiet() and not nothing:
         target.print(
-            f"[dim]wrote {safe(out)}/timeline.json, .md, .csv, .html and subtitles (.vtt, .srt)[/]",
+            f"[dim]wrote {safe(out)}/timeline.json, .md, .csv, .html{_edit_lists(out)}[/]",
             soft_wrap=True,
         )
     if not data["complete"] and not nothing:
@@ -273,6 +273,23 @@ def print_timeline(data: dict[str, Any], out: str | None, stderr: bool = False) 
             "[yellow]partial: the run did not finish; rerun with --resume to continue[/]",
             soft_wrap=True,
         )
+
+
+def _edit_lists(out: str) -> str:
+    """The end of the "wrote" line: the subtitles, and the edit lists (.edl, .otio) as far as
+    they are in ``out`` (report/editors.py), with why an .otio is missing."""
+    from pathlib import Path
+
+    from ..report.editors import EDITOR_FORMATS, skipped_formats
+
+    subtitles = "subtitles (.vtt, .srt)"
+    folder = Path(out)
+    found = [ext for ext in EDITOR_FORMATS if any(folder.glob(f"timeline*.{ext}"))]
+    if not found:
+        return f" and {subtitles}"
+    why = skipped_formats().get("otio") if "otio" not in found else None
+    listed = ", ".join(f".{ext}" for ext in found) + (f"; .otio {why}" if why else "")
+    return f", {subtitles} and edit lists ({safe(listed)})"
 
 
 def _timeline_table(s: dict[str, Any], target: Console) -> None:
