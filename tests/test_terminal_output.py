@@ -166,6 +166,22 @@ def test_control_characters_in_an_error_line_are_shown_escaped(tmp_path):
     assert f"{HOSTILE_SHOWN}.mp4" in one_error_line(missing)
 
 
+def test_the_error_boundarys_os_error_line_shows_the_path_escaped():
+    """state.py's line for an OSError that escaped the library names exc.filename: escaped too."""
+    from spotdiff_cli.cli.state import errors_to_exit
+
+    app = typer.Typer()
+
+    @app.command()
+    @errors_to_exit
+    def run() -> None:
+        raise PermissionError(13, "Permission denied", f"/data/{HOSTILE}.png")
+
+    result = CliRunner().invoke(app, [])
+    assert result.exit_code == 1 and "\x1b" not in result.output and "\x07" not in result.output
+    assert result.output.startswith(f"error: /data/{HOSTILE_SHOWN}.png: Permission denied;")
+
+
 def test_a_timeline_of_a_hostile_file_name_prints_it_escaped(parked, tmp_path):
     clip = tmp_path / f"{HOSTILE}.avi"
     shutil.copy(parked, clip)
