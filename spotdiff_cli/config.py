@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import difflib
+import math
 import types
 import typing
 from dataclasses import dataclass, field
@@ -21,6 +22,19 @@ T = TypeVar("T")
 
 # The reference resolution at which the Spot-the-diff authors' DBSCAN settings were chosen.
 REFERENCE_SIDE = 224
+
+# Processes per core that --jobs (one process per source) and --workers (a Dask cluster started
+# here) may ask for. Each process loads its own captioner and decodes its own video, so more
+# than a few per core only adds memory and start-up time; --jobs 10000 once started ~3,000
+# processes in 8 s before the machine gave out.
+PROCESSES_PER_CORE = 4
+
+
+def max_processes() -> int:
+    """The most processes ``--jobs`` / ``--workers`` may start here: 4 per core, at least 4."""
+    import os
+
+    return max(4, PROCESSES_PER_CORE * (os.cpu_count() or 1))
 
 
 @dataclass(frozen=True)
@@ -77,6 +91,7 @@ class AnalysisConfig:
         return eps, min_samples
 
     def validate(self) -> AnalysisConfig:
+        _check_finite(self)
         checks = [
             (
                 self.work_size == 0 or self.work_size >= 32,
@@ -93,6 +108,7 @@ class AnalysisConfig:
             (0 < self.scene_fraction <= 1, "--scene-fraction must be in (0, 1]"),
             (0 < self.relit_correlation <= 1.0, "--relit-correlation must be in (0, 1]"),
             (self.eps > 0, "--eps must be positive"),
+            (self.lighting_levels >= 0, "--lighting-levels must be 0 or more grey levels"),
             (self.min_samples >= 1, "--min-samples must be at least 1"),
             (0 <= self.min_cluster_fraction < 1, "--min-cluster-fraction must be in [0, 1)"),
         ]
@@ -195,6 +211,7 @@ class VideoConfig:
     clips: bool = False
 
     def validate(self) -> VideoConfig:
+        _check_finite(self)
         checks = [
             (
                 self.compare in ("previous", "reference", "background"),
@@ -210,7 +227,17 @@ class VideoConfig:
                 "--lower and --upper must satisfy 0 <= lower < upper <= 1",
             ),
             (self.merge_gap >= 0, "--merge-gap must be 0 or more samples"),
+            (
+                self.merge_distance >= 0,
+                "--merge-distance must be 0 or more (a share of the diagonal)",
+            ),
             (self.jobs >= 1, "--jobs must be at least 1"),
+            (
+                self.jobs <= max_processes(),
+                f"--jobs {self.jobs} would start {self.jobs} processes; this machine runs at most "
+                f"{max_processes()} at once ({PROCESSES_PER_CORE} per core): give --jobs "
+                f"{max_processes()} or fewer",
+            ),
             (self.engine in ("local", "dask"), "--engine must be local or dask"),
             (
                 self.engine == "dask" or (self.scheduler is None and self.workers is None),
@@ -222,6 +249,12 @@ class VideoConfig:
                 "has its own workers: give one of them",
             ),
             (self.workers is None or self.workers >= 1, "--workers must be at least 1"),
+            (
+                self.workers is None or self.workers <= max_processes(),
+                f"--workers {self.workers} would start {self.workers} processes; this machine "
+                f"runs at most {max_processes()} at once ({PROCESSES_PER_CORE} per core): give "
+                f"--workers {max_processes()} or fewer (a bigger cluster: start it and give --scheduler)",
+            ),
             (
                 self.engine == "local" or self.jobs == 1,
                 "--jobs is for --engine local; with --engine dask give --workers N",
@@ -261,6 +294,27 @@ class VideoConfig:
 
             compile_time_pattern(self.time_pattern)
         return self
+
+
+# Settings whose command-line flag is not --<name with dashes>.
+_FLAG_NAMES = {"blur_sigma": "--blur"}
+# Examples for number settings whose default is None.
+_EXAMPLES = {"fps": 2}
+
+
+def _check_finite(obj: Any) -> None:
+    """Every number setting of ``obj`` is finite: ``--fps inf`` put every frame at t = 0 and
+    reported "no change"; ``nan`` passes no comparison, so a range check alone cannot be
+    trusted to catch it. One line naming the flag."""
+    for f in dataclasses.fields(obj):
+        value = getattr(obj, f.name)
+        if isinstance(value, float) and not math.isfinite(value):
+            flag = _FLAG_NAMES.get(f.name, "--" + f.name.replace("_", "-"))
+            example = f.default if isinstance(f.default, float) else _EXAMPLES.get(f.name)
+            raise UsageError(
+                f"{flag} must be a finite number, not {value}"
+                + (f"; e.g. {flag} {_yaml_value(example)}" if example is not None else "")
+            )
 
 
 @dataclass(frozen=True)
@@ -423,7 +477,17 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
     """Read a YAML config file into a dict, with one-line errors."""
     import yaml
 
+    from .frames.files import not_a_file_hint, special_kind
+
     path = Path(path)
+    if path.is_dir():
+        raise UsageError(
+            f"config file {path} is a folder; --config needs a YAML settings file, e.g. the "
+            "config.yaml a report carries"
+        )
+    odd = special_kind(path)
+    if odd is not None:
+        raise UsageError(f"config file {path} {not_a_file_hint(odd)}")
     if not path.is_file():
         raise UsageError(f"config file not found: {path}")
     try:
@@ -434,6 +498,13 @@ def load_yaml(path: str | Path) -> dict[str, Any]:
         ) from exc
     except OSError as exc:
         raise UsageError(f"config file {path} cannot be read: {exc.strerror or exc}") from exc
+    except RecursionError:
+        # 5,000 nested "[": PyYAML's composer recurses once per level. No settings file nests
+        # more than two levels.
+        raise UsageError(
+            f"config file {path} is not a valid settings file: it nests lists or mappings "
+            "too deeply to read; give a YAML mapping of settings, e.g. analysis: {delta: 30}"
+        ) from None
     except yaml.YAMLError as exc:
         line = getattr(getattr(exc, "problem_mark", None), "line", None)
         at = f" (line {line + 1})" if line is not None else ""

@@ -32,6 +32,7 @@ from __future__ import annotations
 import bisect
 import calendar
 import glob as _glob
+import math
 import os
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -43,6 +44,7 @@ from typing import Literal, TypeVar
 from ..errors import InputError, UsageError
 from ..types import Frame
 from .base import TIME_EPS, DecodeStats, FrameSource, SourceInfo, next_target, shrunk_size
+from .files import not_a_file_hint, special_kind
 from .timecode import TimeSpec
 
 __all__ = [
@@ -209,8 +211,8 @@ class ImageSequenceSource(FrameSource):
         super().__init__()
         if sort not in ("name", "time", "none"):
             raise UsageError(f"unknown sort order {sort!r}; use name or time")
-        if fps is not None and not fps > 0:
-            raise UsageError(f"fps must be > 0, got {fps!r}; e.g. --fps 2")
+        if fps is not None and not 0 < fps < math.inf:
+            raise UsageError(f"fps must be above 0 and finite, got {fps!r}; e.g. --fps 2")
         if fps is not None and time_pattern:
             raise UsageError("--fps and --time-pattern both give frame times; give one of them")
         files = [Path(p) for p in paths]
@@ -220,6 +222,11 @@ class ImageSequenceSource(FrameSource):
             )
         for f in files:
             if not f.is_file():
+                odd = special_kind(f)
+                if odd is not None:
+                    raise InputError(f"{f} {not_a_file_hint(odd)}")
+                if f.is_dir():
+                    raise InputError(f"{f} is a folder, not an image; give image files")
                 raise InputError(f"{f}: no such file; check the path")
         self._times: list[float] | None = None
         # Where the times come from, for the message when they cannot space the samples.

@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import InputError
+from .files import not_a_file_hint, special_kind
 
 # 120 megapixels: bigger than any camera frame a user would compare, small enough to decode in
 # a few hundred MB. Pillow warns at this size and fails at twice it; we fail at it.
@@ -36,6 +37,9 @@ def load_image(path: str | Path) -> np.ndarray:
         raise InputError(
             f"{path} is a folder, not an image; give an image file (or use `spotdiff video` for folders)"
         )
+    odd = special_kind(path)
+    if odd is not None:
+        raise InputError(f"{path} {not_a_file_hint(odd)}")
     Image.MAX_IMAGE_PIXELS = MAX_PIXELS
     try:
         with warnings.catch_warnings():

@@ -50,6 +50,7 @@ import numpy as np
 from ..errors import InputError, UsageError
 from ..types import Frame
 from .base import TIME_EPS, FrameSource, SourceInfo, next_target
+from .timecode import check_seconds
 from .video import FFmpegPipe, find_ffmpeg, parse_input_summary, rgb_pipe_args
 
 __all__ = ["StreamInfo", "StreamSource", "is_stream", "open_stream", "redact"]
@@ -138,8 +139,7 @@ class StreamSource(FrameSource):
         max_side: int | None = None,
     ) -> None:
         super().__init__()
-        if not timeout > 0:
-            raise UsageError(f"--stream-timeout must be a number of seconds above 0, not {timeout}")
+        timeout = check_seconds(timeout, "--stream-timeout", "e.g. --stream-timeout 10")
         if reconnect < 0:
             raise UsageError(f"--reconnect must be 0 or more, not {reconnect}")
         self.url = os.fspath(url)

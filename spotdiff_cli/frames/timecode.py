@@ -23,7 +23,12 @@ from typing import Literal
 
 from ..errors import UsageError
 
-__all__ = ["TimeSpec", "parse_time", "parse_every", "format_timecode"]
+__all__ = ["TimeSpec", "check_seconds", "parse_time", "parse_every", "format_timecode"]
+
+# The longest wait a seconds option (a timeout, a poll interval, an idle time) may ask for: a
+# year. Longer is never meant, and the clocks these waits go to overflow (``inf`` became an
+# OverflowError in ffmpeg's microsecond timeout and in threading's wait).
+MAX_WAIT_SECONDS = 366 * 86400
 
 _EXAMPLES = "e.g. 30s, 1.5m, 2h, 250ms, 00:01:30.5 (HH:MM:SS.mmm) or 25f (frames)"
 
@@ -156,6 +161,19 @@ def parse_every(value: str | float | int | TimeSpec, *, what: str = "--every") -
     ):
         raise UsageError(f"{what}: the interval must be greater than zero, e.g. 30s or 25f")
     return spec
+
+
+def check_seconds(value: float, flag: str, hint: str = "") -> float:
+    """``value`` as seconds for a wait-like option (``--stream-timeout``, ``--watch-poll``...):
+    above 0, finite and at most :data:`MAX_WAIT_SECONDS`, else a UsageError naming ``flag``.
+    ``hint``: what to do instead, added to the message (e.g. "leave it out to wait for ever")."""
+    if not (isinstance(value, (int, float)) and 0 < value <= MAX_WAIT_SECONDS):
+        shown = f"{value:g}" if isinstance(value, (int, float)) else repr(value)
+        raise UsageError(
+            f"{flag} must be a number of seconds above 0 and at most {MAX_WAIT_SECONDS} "
+            f"(a year), not {shown}" + (f"; {hint}" if hint else "")
+        )
+    return float(value)
 
 
 def format_timecode(seconds: float, *, millis: bool | None = None) -> str:

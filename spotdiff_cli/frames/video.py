@@ -38,6 +38,7 @@ import numpy as np
 from ..errors import InputError, UsageError
 from ..types import Frame
 from .base import TIME_EPS, DecodeStats, FrameSource, SourceInfo, next_target
+from .files import not_a_file_hint, special_kind
 
 __all__ = [
     "VideoSource",
@@ -121,6 +122,9 @@ class VideoSource(FrameSource):
             raise InputError(
                 f"{self.path} is a folder; open it as a folder source (or give a video file)"
             )
+        odd = special_kind(self.path)
+        if odd is not None:
+            raise InputError(f"{self.path} {not_a_file_hint(odd)}")
         if backend not in ("auto", "ffmpeg", "opencv"):
             raise UsageError(f"unknown video backend {backend!r}; use auto, ffmpeg or opencv")
         if backend == "auto":

@@ -26,6 +26,7 @@ times (and the pipeline's checkpoint passes over them), even once early uploads 
 
 from __future__ import annotations
 
+import math
 import os
 import threading
 import time
@@ -47,6 +48,7 @@ from .folder import (
     read_frame,
     sample_times,
 )
+from .timecode import check_seconds
 
 DEFAULT_POLL = 1.0  # s: cameras upload every few seconds at most; a listing per second is cheap
 
@@ -99,11 +101,10 @@ class WatchedFolderSource(FrameSource):
         self.folder = Path(folder)
         if not self.folder.is_dir():
             raise InputError(f"{self.folder}: no such folder to watch; check the path")
-        if not poll > 0:
-            raise UsageError(f"--watch-poll must be a number of seconds above 0, not {poll:g}")
-        if idle is not None and not idle > 0:
-            raise UsageError(f"--watch-idle must be a number of seconds above 0, not {idle:g}")
-        if fps is not None and not fps > 0:
+        poll = check_seconds(poll, "--watch-poll", "e.g. --watch-poll 1")
+        if idle is not None:
+            idle = check_seconds(idle, "--watch-idle", "leave it out to watch until Ctrl-C")
+        if fps is not None and not 0 < fps < math.inf:
             raise UsageError(f"fps must be > 0, got {fps!r}; e.g. --fps 2")
         if fps is not None and time_pattern:
             raise UsageError("--fps and --time-pattern both give frame times; give one of them")

@@ -31,7 +31,6 @@ The hook is a command-line option only, never a setting in ``--config`` or in th
 from __future__ import annotations
 
 import json
-import math
 import os
 import queue
 import shlex
@@ -90,10 +89,9 @@ class EventHook:
             raise UsageError(f"--on-event {template!r}: {exc}; quote it as a shell would") from None
         if not argv:
             raise UsageError("--on-event needs a command, e.g. --on-event 'notify-send {json}'")
-        if not 0 < timeout < math.inf:
-            raise UsageError(
-                f"--on-event-timeout must be a number of seconds above 0, not {timeout:g}"
-            )
+        from ..frames.timecode import check_seconds
+
+        timeout = check_seconds(timeout, "--on-event-timeout", "e.g. --on-event-timeout 10")
         if PLACEHOLDER in argv[0]:
             raise UsageError(
                 f"--on-event {template!r}: {PLACEHOLDER} cannot be the command itself; "
