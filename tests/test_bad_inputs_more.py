@@ -83,6 +83,31 @@ CORPUS: dict[str, Callable[[MoreCorpus], Case]] = {
     "config is a folder": lambda c: Case(
         ["caption", c.before, c.after, "--config", c.folder("conf.d")], (2,), "is a folder"
     ),
+    # -- sizes: a job without end is refused with its limit --------------------------------------
+    "synth a trillion pairs": lambda c: Case(
+        ["data", "synth", "--out", c.root / "synth-huge", "--pairs", "1000000000000"],
+        (2,),
+        "100000",
+    ),
+    # -- a recipe's model is checked as the recipe is read, before any data work ----------------
+    "recipe with an unknown model": lambda c: Case(
+        ["train", "--recipe", c.file("r1.yaml", "model: nosuchmodel\n"), "--out", c.root / "t1"],
+        ERROR,
+        "unknown model 'nosuchmodel'",
+        c.cache_env(),
+    ),
+    "recipe with a misspelt model": lambda c: Case(
+        ["train", "--recipe", c.file("r2.yaml", "model: ddlaa\n"), "--out", c.root / "t2"],
+        ERROR,
+        "did you mean 'ddla'",
+        c.cache_env(),
+    ),
+    "recipe with an untrainable model": lambda c: Case(
+        ["train", "--recipe", c.file("r3.yaml", "model: grounded\n"), "--out", c.root / "t3"],
+        (2,),
+        "not trainable",
+        c.cache_env(),
+    ),
     # -- numbers that are not finite -------------------------------------------------------------
     "fps inf": lambda c: Case(["video", c.folder("frames-inf"), "--fps", "inf"], (2,), "--fps"),
     "fps nan": lambda c: Case(["video", c.folder("frames-nan"), "--fps", "nan"], (2,), "--fps"),
@@ -160,3 +185,15 @@ def test_bad_input_is_one_line_or_a_correct_answer(corpus, name):
         line = one_error_line(proc)
         assert expected in line, f"{name}: {line!r} does not mention {expected!r}"
     assert not corpus.marker.exists(), f"{name}: a hostile input ran code"
+
+
+def test_a_refused_synth_writes_nothing(corpus):
+    run_spotdiff(*CORPUS["synth a trillion pairs"](corpus).argv, timeout=LIMIT)
+    assert not (corpus.root / "synth-huge").exists()
+
+
+def test_a_refused_recipe_generates_no_data(corpus):
+    case = CORPUS["recipe with an unknown model"](corpus)
+    run_spotdiff(*case.argv, timeout=LIMIT, extra_env=case.env)
+    assert not any((corpus.root / "cache").rglob("*.png"))
+    assert not (corpus.root / "t1").exists()

@@ -23,7 +23,9 @@ def synth(
     out: Path = typer.Option(
         ..., "--out", "-o", help="Folder to write the benchmark into (Spot-the-diff layout)."
     ),
-    pairs: int = typer.Option(1000, "--pairs", "-n", help="Number of image pairs."),
+    pairs: int = typer.Option(
+        1000, "--pairs", "-n", help="Number of image pairs (at most 100000 in one folder)."
+    ),
     seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same files."),
     size: int = typer.Option(224, "--size", help="Image side in pixels (Spot-the-diff: 224)."),
     distractors: float = typer.Option(

@@ -69,7 +69,7 @@ def train(
     other recipe settings: training/README.md."""
     from ..errors import UsageError
     from ..extras import require_training_extra
-    from ..train.recipes import default_recipe_path, load_recipe
+    from ..train.recipes import check_trainable, default_recipe_path, load_recipe
     from . import render
 
     if model is None and recipe is None:
@@ -77,15 +77,8 @@ def train(
             "say which model to train: --model NAME (e.g. ddla; see `spotdiff models`) or --recipe FILE"
         )
     if model is not None:
-        from ..captioners.registry import model_info
-
-        if not model_info(model).trainable:
-            raise UsageError(
-                f"model '{model}' is not trainable (it has no learned parts); see `spotdiff models`"
-            )
+        check_trainable(model)  # the recipe's own model is checked as it is read
     chosen = recipe if recipe is not None else default_recipe_path(model or "", data)
-    if chosen is not None:
-        render.print_dim(f"recipe: {chosen}")
     config = load_recipe(
         chosen,
         model=model,
@@ -98,6 +91,9 @@ def train(
         beam=beam,
         finetune_backbone=finetune_backbone,
     )
+    if chosen is not None:
+        # After the recipe was read and checked: a refused recipe is one error line, alone.
+        render.print_dim(f"recipe: {chosen}")
     # Named by the model, before the training loop's module imports torch.
     require_training_extra(f"model '{config.model}'")
     from ..api import train as run_training
