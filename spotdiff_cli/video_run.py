@@ -392,10 +392,12 @@ class VideoRun:
         and the pictures and clips its events name (never anything else in the folder)."""
         import json
 
+        from .report.editors import EDITOR_FORMATS
         from .report.timeline import FORMATS
 
         files = [out / f"timeline.{fmt}" for fmt in FORMATS] + [out / CONFIG_NAME]
         files += list(out.glob("timeline-*.vtt")) + list(out.glob("timeline-*.srt"))
+        files += [p for ext in EDITOR_FORMATS for p in out.glob(f"timeline*.{ext}")]
         try:
             data = json.loads((out / "timeline.json").read_text(encoding="utf-8"))
         except (OSError, ValueError):

@@ -165,9 +165,6 @@ def test_a_12_5_fps_clip_is_timed_at_25_and_names_with_line_ends_stay_one_line()
     assert "* FROM CLIP NAME: a b.mp4" in lines
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs the one line in report/timeline.py that calls write_editor_timelines"
-)
 def test_video_out_writes_the_edit_lists_beside_the_subtitles(timeline, tmp_path):
     clip = timeline["sources"][0]["path"]
     proc = run_spotdiff("video", clip, "--every", "1s", "--no-recognise", "--out", tmp_path / "r")

@@ -263,9 +263,6 @@ def test_an_interrupt_says_the_commands_hint_and_exits_130():
     set_interrupt_hint(None)
 
 
-@pytest.mark.xfail(
-    strict=True, reason="needs the one line in cli/video_cmd.py that calls set_interrupt_hint"
-)
 def test_ctrl_c_in_video_with_out_says_how_to_continue(tmp_path):
     clip = media("intel_one-by-one-person-detection.mp4")  # 139 s: still running at Ctrl-C
     out = tmp_path / "night"

@@ -9,7 +9,7 @@ from typing import List, Optional
 import typer
 
 from . import app
-from .state import errors_to_exit
+from .state import errors_to_exit, resume_hint, set_interrupt_hint
 
 
 @app.command("video")
@@ -277,6 +277,7 @@ def video(
             clips=clips,
         ),
     )
+    set_interrupt_hint(resume_hint(out) if out else None)
     with render.timeline_progress(enabled=not as_json and jsonl != "-") as progress:
         outcome = video_run.run_video(
             list(sources or []),

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ..atomic import atomic_write_bytes
+from .names import subtitle_names
 from .subtitles import MIN_CUE_SECONDS
 
 # An editing system's sequences start here by default (01:00:00:00).
@@ -212,8 +213,6 @@ def write_editor_timelines(
     has something to show, named as its subtitles are (``several`` as for
     ``report.timeline.write_timeline``: whether the run has several sources); returns the paths
     written."""
-    from .timeline import subtitle_names  # here: report.timeline imports this module
-
     writers = {"edl": write_edl}
     if otio_available():
         writers["otio"] = write_otio

@@ -23,13 +23,9 @@ from __future__ import annotations
 import csv
 import dataclasses
 import datetime
-import glob
-import hashlib
 import io
 import json
 import math
-import os
-import re
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,8 +39,10 @@ from ..errors import OutputError
 from ..frames.timecode import format_timecode
 from ..types import Event, EventSentence, Report
 from .draw import annotated_image
+from .editors import write_editor_timelines
 from .encoding import json_bytes, text_bytes
 from .html import timeline_page
+from .names import source_path, source_stem, subtitle_names
 from .spans import frame_span, time_span
 from .subtitles import SUBTITLE_WRITERS
 
@@ -78,21 +76,6 @@ CSV_COLUMNS = [
 
 
 # -- names -----------------------------------------------------------------------------------
-
-
-def source_path(source: str) -> str:
-    """The full path of a source as the user named it (a glob stays a pattern, made absolute)."""
-    if os.path.exists(source) or glob.has_magic(source):
-        return os.path.abspath(source)
-    return source
-
-
-def source_stem(source: str) -> str:
-    """A file-name stem for what is written per source: its name and 8 hex digits of the hash
-    of its full path (two ``cam.mp4`` in different folders get different stems)."""
-    slug = re.sub(r"[^A-Za-z0-9._-]+", "_", Path(source).name)[:60] or "source"
-    digest = hashlib.sha1(source_path(source).encode("utf-8", "surrogateescape")).hexdigest()
-    return f"{slug}-{digest[:8]}"
 
 
 def timecode(seconds: float) -> str:
@@ -460,18 +443,6 @@ TIMELINE_WRITERS: dict[str, Callable[[dict[str, Any], Path], bytes]] = {
 FORMATS = (*TIMELINE_WRITERS, *SUBTITLE_WRITERS)
 
 
-def subtitle_names(data: dict[str, Any], fmt: str, several: bool | None = None) -> dict[str, str]:
-    """Source name -> subtitle file name: ``timeline.<fmt>`` for a run over one source,
-    ``timeline-<name>-<hash>.<fmt>`` per source when there are several (``several``: whether
-    the run has several sources; a partial report may not list them all yet)."""
-    shown = [s for s in data["sources"] if not (s["error"] and not s["events"] and s["complete"])]
-    if several is None:
-        several = len(data["sources"]) > 1
-    if not several:
-        return {s["source"]: f"timeline.{fmt}" for s in shown}
-    return {s["source"]: f"timeline-{source_stem(s['source'])}.{fmt}" for s in shown}
-
-
 def write_timeline(
     out_dir: str | Path,
     data: dict[str, Any],
@@ -494,6 +465,7 @@ def write_timeline(
         path = out / f"timeline.{fmt}"
         atomic_write_bytes(path, TIMELINE_WRITERS[fmt](data, out))
         written.append(path)
+    written += write_editor_timelines(out, data, several)
     return written
 
 
