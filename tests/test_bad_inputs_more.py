@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 import pytest
-from console import one_error_line, run_spotdiff
+from console import one_error_line, run_python, run_spotdiff
 from test_bad_inputs import ERROR, Corpus
 
 LIMIT = (
@@ -162,6 +162,26 @@ CORPUS: dict[str, Callable[[MoreCorpus], Case]] = {
         (2,),
         "not a valid settings file",
     ),
+    # -- the pixel budget, and the setting that moves it -----------------------------------------
+    "image over a lowered pixel budget": lambda c: Case(
+        ["caption", c.before, c.after],
+        ERROR,
+        "SPOTDIFF_MAX_PIXELS",
+        {"SPOTDIFF_MAX_PIXELS": "10000"},
+    ),
+    "pixel budget not a number": lambda c: Case(
+        ["caption", c.before, c.after],
+        (2,),
+        "SPOTDIFF_MAX_PIXELS",
+        {"SPOTDIFF_MAX_PIXELS": "lots"},
+    ),
+    "pixel budget raised": lambda c: Case(
+        ["caption", c.before, c.after], (0,), "1.", {"SPOTDIFF_MAX_PIXELS": "500000000"}
+    ),
+    # -- outputs that fail to write say which output and why --------------------------------------
+    "jsonl to /dev/full": lambda c: Case(
+        ["video", c.clip, "--jsonl", "/dev/full", "--overwrite"], ERROR, "--jsonl /dev/full"
+    ),
 }
 
 
@@ -197,3 +217,60 @@ def test_a_refused_recipe_generates_no_data(corpus):
     run_spotdiff(*case.argv, timeout=LIMIT, extra_env=case.env)
     assert not any((corpus.root / "cache").rglob("*.png"))
     assert not (corpus.root / "t1").exists()
+
+
+def test_the_full_disk_line_says_what_the_os_said(corpus):
+    if not Path("/dev/full").exists():
+        pytest.skip("needs /dev/full")
+    proc = run_spotdiff(*CORPUS["jsonl to /dev/full"](corpus).argv, timeout=LIMIT)
+    assert "No space left on device" in one_error_line(proc)
+
+
+# -- Pillow's own warnings ------------------------------------------------------------------------
+
+
+def test_pillow_warnings_never_reach_the_terminal(corpus):
+    """A JPEG whose EXIF block is cut short: Pillow warns (twice, each with a source line) while
+    reading its orientation. The image is usable; the answer comes with nothing on stderr."""
+    from PIL import Image
+
+    path = corpus.root / "badexif.jpg"
+    Image.open(corpus.before).convert("RGB").save(
+        path,
+        exif=b"Exif\x00\x00MM\x00*\x00\x00\x00\x08\x00\x02\x01\x0f\x00\x02\x00\x00\x00\x40"
+        b"\x00\x00\x00\x90",
+    )
+    proc = run_spotdiff("caption", path, corpus.after, timeout=LIMIT)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.strip() == "", proc.stderr
+    folder = corpus.folder("exif-folder")
+    for name in ("a.jpg", "b.jpg"):
+        (folder / name).write_bytes(path.read_bytes())
+    proc = run_spotdiff("video", folder, "--fps", "1", timeout=LIMIT)
+    assert "Warning" not in proc.stderr, proc.stderr
+
+
+def test_a_big_image_decodes_in_bounded_memory(tmp_path):
+    """A 30 MP PNG took 18 bytes a pixel at the peak (four full copies); 120 MP took 2.2 GB.
+    Decoding now peaks near 7 bytes a pixel (Pillow's 4 and the result's 3), same pixels."""
+    script = f"""
+import resource
+import cv2, numpy as np
+h, w = 5000, 6000
+y = np.linspace(0, 255, h, dtype=np.float32)[:, None]
+x = np.linspace(0, 255, w, dtype=np.float32)[None, :]
+image = np.dstack([y + 0 * x, x + 0 * y, (x + y) / 2]).astype(np.uint8)
+cv2.imwrite({str(tmp_path / "big.png")!r}, image, [cv2.IMWRITE_PNG_COMPRESSION, 1])
+expected = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
+del image, x, y
+from spotdiff_cli.frames.image import load_image
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+pixels = load_image({str(tmp_path / "big.png")!r})
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+assert (pixels == expected).all() and pixels.flags.writeable
+print((peak - base) * 1024 / (h * w))
+"""
+    proc = run_python(script, timeout=LIMIT * 2)
+    assert proc.returncode == 0, proc.stderr
+    # The baseline already holds the 90 MB expected array, so the growth is what decoding took.
+    assert float(proc.stdout.strip()) < 10, proc.stdout

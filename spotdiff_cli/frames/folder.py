@@ -86,9 +86,9 @@ def natural_key(path: str | os.PathLike) -> tuple:
 def capture_time(path: str | os.PathLike) -> float:
     """Capture time as a POSIX timestamp: EXIF DateTimeOriginal if present, else the file mtime."""
     try:
-        from PIL import Image
+        from .image import open_checked
 
-        with Image.open(path) as img:
+        with open_checked(Path(path)) as img:
             exif = img.getexif().get_ifd(_EXIF_IFD)
             raw = exif.get(_DATETIME_ORIGINAL)
             if raw:
@@ -97,7 +97,7 @@ def capture_time(path: str | os.PathLike) -> float:
                 if subsec.isdigit():
                     when += int(subsec) / 10 ** len(subsec)
                 return when
-    except (OSError, ValueError, SyntaxError):
+    except (OSError, ValueError, SyntaxError, InputError):
         pass  # no or malformed EXIF, or not readable by Pillow here: the mtime is the next best
     try:
         return os.stat(path).st_mtime
@@ -440,10 +440,12 @@ def _first_size(files: Sequence[Path]) -> tuple[int, int]:
 
 
 def _image_size(path: Path) -> tuple[int, int]:
-    from PIL import Image, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
+
+    from .image import open_checked
 
     try:
-        with Image.open(path) as img:
+        with open_checked(path) as img:
             # Respect EXIF rotation so the size matches what load_image returns.
             orientation = img.getexif().get(0x0112, 1)
             w, h = img.size

@@ -13,9 +13,11 @@ run sends the events it closes, as the hooks do: at least once, keyed on ``(path
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import IO
 
@@ -41,6 +43,7 @@ class JsonlWriter:
         self.report_dir = report_dir
         self.written = 0
         self._owned = os.fspath(target) != STDOUT
+        self._name = f"--jsonl {os.fspath(target)}"
         if not self._owned:
             self._stream: IO[str] = sys.stdout
             return
@@ -64,15 +67,31 @@ class JsonlWriter:
         started_at: a live stream's wall-clock second 0 (see :func:`.hooks.event_payload`)."""
         payload = event_payload(source, event, self.report_dir, started_at)
         line = json.dumps(payload, separators=(",", ":"))
-        self._stream.write(line + "\n")
-        self._stream.flush()
+        with self._naming_errors():
+            self._stream.write(line + "\n")
+            self._stream.flush()
         self.written += 1
 
     def close(self) -> None:
-        if self._owned:
-            self._stream.close()
-        else:
-            self._stream.flush()
+        with self._naming_errors():
+            if self._owned:
+                self._stream.close()
+            else:
+                self._stream.flush()
+
+    @contextlib.contextmanager
+    def _naming_errors(self) -> Iterator[None]:
+        """A write that fails (a full disk, ``/dev/full``, a file system gone read-only) says
+        which output and what the OS said: "--jsonl /dev/full: No space left on device". It
+        stays an OSError (of the same kind, e.g. BrokenPipeError for a closed pipe), so the
+        run stops as for any failed write, with the report saved first."""
+        try:
+            yield
+        except OSError as exc:
+            if exc.filename is not None or exc.errno is None:
+                raise
+            why = exc.strerror or os.strerror(exc.errno)
+            raise OSError(exc.errno, why, self._name) from exc
 
     def __enter__(self) -> JsonlWriter:
         return self
