@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import shlex
 import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -274,3 +275,62 @@ print((peak - base) * 1024 / (h * w))
     assert proc.returncode == 0, proc.stderr
     # The baseline already holds the 90 MB expected array, so the growth is what decoding took.
     assert float(proc.stdout.strip()) < 10, proc.stdout
+
+
+# -- hooks: bounded memory, printable warnings, judged by their own exit ---------------------------
+
+
+def test_a_hook_writing_200_mb_of_stderr_costs_no_memory():
+    """The hook's stderr is drained into a 4 KB tail: 200 MB written (in 1 MB pieces, so the
+    hook itself stays small) leave this process's peak where it was, and the warning shows
+    the end of the last line."""
+    writer = (
+        "import sys\n"
+        "for _ in range(200): sys.stderr.buffer.write(b'x' * 1_000_000)\n"
+        "sys.stderr.write(' the end\\n'); sys.exit(3)"
+    )
+    script = f"""
+import resource
+from spotdiff_cli.report.hooks import EventHook
+hook = EventHook.parse({_hook(writer)!r}, 60)
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+why = hook.run('{{"event": 1}}')
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print((peak - base) / 1024)
+print(why)
+"""
+    proc = run_python(script, timeout=LIMIT * 2)
+    grown, why = proc.stdout.strip().splitlines()
+    assert float(grown) < 50, f"the process grew by {grown} MB"  # it grew by 400 MB before
+    assert why.startswith("exit 3: ") and why.endswith("the end") and len(why) < 220, why
+
+
+def test_a_hooks_warning_is_one_printable_line(corpus):
+    """A failing hook whose stderr holds NUL, an escape sequence that would recolour and
+    retitle the terminal, and a bidi override: the warning keeps the words, not the controls."""
+    noisy = (
+        "import sys\n"
+        "sys.stderr.write('\\0\\x1b[31mRED\\x1b]0;owned\\x07 \\u202eboom\\n'); sys.exit(2)"
+    )
+    proc = run_spotdiff(
+        "video", corpus.clip, "--every", "0.2s", "--on-event", _hook(noisy), timeout=LIMIT
+    )
+    assert proc.returncode == 0, proc.stderr
+    warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning:")]
+    assert warnings and all("exit 2:" in w and "boom" in w for w in warnings), proc.stderr
+    for bad in ("\0", "\x1b", "\x07", "\u202e"):
+        assert bad not in proc.stderr, repr(proc.stderr)
+
+
+def test_a_hook_that_leaves_a_background_process_succeeded(corpus):
+    """``sh -c 'sleep 20 &'`` exits 0 at once; the sleep it leaves holds the stderr pipe. It was
+    reported as "took longer than 3 s" (and each event waited the 3 s); now it is a success."""
+    start = time.monotonic()
+    proc = run_spotdiff(
+        "video", corpus.clip, "--every", "0.2s", "--json",
+        "--on-event", "sh -c 'sleep 20 &'", "--on-event-timeout", "3",
+        timeout=LIMIT,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    assert "took longer" not in proc.stderr and "warning" not in proc.stderr, proc.stderr
+    assert time.monotonic() - start < 20

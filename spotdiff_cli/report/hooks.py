@@ -22,7 +22,9 @@ timeout (then it is killed, with every process it started) gives one warning lin
 event is in the timeline all the same. Commands run one at a time, in the order events close,
 on a background thread, so a slow hook delays later hooks, not the analysis; at the end the run
 waits for the hooks still queued (each bounded by the timeout). Their stdout is discarded; the
-last line of their stderr is shown when they fail.
+last line of their stderr is shown when they fail, without control characters (only the last
+4 KB of it is kept, however much a hook writes). A hook is judged by its own exit: a process it
+leaves running in the background (``sh -c 'notifier &'``) does not make it "too slow".
 
 The hook is a command-line option only, never a setting in ``--config`` or in the
 ``config.yaml`` a report carries: reproducing someone's report must not run their commands.
@@ -33,11 +35,14 @@ from __future__ import annotations
 import json
 import os
 import queue
+import select
+import selectors
 import shlex
 import shutil
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,8 +55,12 @@ from .timeline import event_dict, source_path
 PLACEHOLDER = "{json}"
 EVENT_SCHEMA = "spotdiff.event/1"
 DEFAULT_TIMEOUT = 10.0  # s: a webhook or a notifier answers in well under this
-_REAP_SECONDS = 5.0  # after the kill, how long to wait for the pipes to close
+_REAP_SECONDS = 5.0  # after the kill, how long to wait for the hook to be reaped
 _STDERR_SHOWN = 200  # characters of the hook's last stderr line in a warning
+_STDERR_KEPT = 4096  # bytes of a hook's stderr kept (its end): memory never grows with it
+_EOF_GRACE = 0.5  # s: after the hook exits, how long its stderr pipe is still read
+_POLL_SECONDS = 0.05  # s: how often a running hook is checked for its exit
+_PIPE_CHUNK = getattr(select, "PIPE_BUF", 512)  # bytes a ready pipe takes without blocking
 
 
 def event_payload(
@@ -132,12 +141,15 @@ class EventHook:
         if started is not None:
             started(proc)
         try:
-            _, err = proc.communicate((payload + "\n").encode("utf-8"), timeout=self.timeout)
-        except subprocess.TimeoutExpired:
+            exited, tail, cut = _exchange(proc, (payload + "\n").encode("utf-8"), self.timeout)
+        except BaseException:
+            stop(proc)  # nothing it started outlives a failure here
+            raise
+        if not exited:
             stop(proc)
             return f"took longer than {self.timeout:g} s and was stopped"
         if proc.returncode != 0:
-            last = _last_line(err)
+            last = _last_line(bytes(tail), cut)
             how = (
                 f"ended by signal {-proc.returncode}"
                 if proc.returncode < 0
@@ -145,6 +157,82 @@ class EventHook:
             )
             return f"{how}{f': {last}' if last else ''}"
         return None
+
+
+def _exchange(proc: subprocess.Popen, data: bytes, timeout: float) -> tuple[bool, bytearray, bool]:
+    """Write ``data`` to the hook's stdin and read its stderr until it exits or ``timeout``
+    passes. Returns (exited, the last :data:`_STDERR_KEPT` bytes of its stderr, whether
+    earlier bytes were dropped).
+
+    Unlike ``communicate``, memory stays bounded whatever the hook writes (a hook writing
+    400 MB to stderr took the process to 1.38 GB), and the hook is judged by its own exit: a
+    detached process it leaves behind (``sh -c 'notifier &'``) may hold the stderr pipe open
+    for ever, so after the exit the pipe is read for :data:`_EOF_GRACE` seconds at most.
+    """
+    deadline = time.monotonic() + timeout
+    tail = bytearray()
+    cut = False
+    selector = selectors.DefaultSelector()
+    stdin, stderr = proc.stdin, proc.stderr
+    offset = 0
+    if stdin is not None:
+        if data:
+            selector.register(stdin, selectors.EVENT_WRITE)
+        else:
+            stdin.close()
+    if stderr is not None:
+        selector.register(stderr, selectors.EVENT_READ)
+    exited_at: float | None = None
+    try:
+        while True:
+            now = time.monotonic()
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None:
+                if not selector.get_map() or now - exited_at >= _EOF_GRACE:
+                    return True, tail, cut
+                wait = exited_at + _EOF_GRACE - now
+            elif now >= deadline:
+                return False, tail, cut
+            else:
+                # Wake now and then to see whether the hook exited: a pipe held by a detached
+                # child never signals its end.
+                wait = min(deadline - now, _POLL_SECONDS)
+            if not selector.get_map():
+                time.sleep(wait)
+                continue
+            for key, _ in selector.select(wait):
+                if key.fileobj is stdin:
+                    try:
+                        offset += os.write(stdin.fileno(), data[offset : offset + _PIPE_CHUNK])
+                    except BrokenPipeError:  # the hook does not read its stdin: fine
+                        offset = len(data)
+                    if offset >= len(data):
+                        selector.unregister(stdin)
+                        _close(stdin)
+                else:
+                    chunk = os.read(stderr.fileno(), 65536)  # type: ignore[union-attr]
+                    if not chunk:
+                        selector.unregister(stderr)
+                        _close(stderr)
+                        continue
+                    tail += chunk
+                    if len(tail) > _STDERR_KEPT:
+                        del tail[: len(tail) - _STDERR_KEPT]
+                        cut = True
+    finally:
+        selector.close()
+        if exited_at is not None:  # done with the pipes; a timed-out hook is stopped first
+            for pipe in (stdin, stderr):
+                if pipe is not None:
+                    _close(pipe)
+
+
+def _close(pipe: Any) -> None:
+    try:
+        pipe.close()
+    except OSError:
+        pass  # BrokenPipeError flushing a stdin nobody reads
 
 
 def kill_group(proc: subprocess.Popen) -> None:
@@ -159,22 +247,40 @@ def kill_group(proc: subprocess.Popen) -> None:
 
 
 def stop(proc: subprocess.Popen) -> None:
-    """Kill a hook and every process it started, then reap it."""
+    """Kill a hook and every process it started, then reap it (its output is not read: a
+    process that left the group may hold the pipes open)."""
     kill_group(proc)
+    for pipe in (proc.stdin, proc.stderr):
+        if pipe is not None:
+            _close(pipe)
     try:
-        proc.communicate(timeout=_REAP_SECONDS)
-    except (subprocess.TimeoutExpired, ValueError, OSError):
-        # A process that left the group still holds the pipe: stop waiting for its output.
-        for pipe in (proc.stdin, proc.stderr):
-            if pipe is not None:
-                pipe.close()
-        proc.wait()
+        proc.wait(timeout=_REAP_SECONDS)
+    except subprocess.TimeoutExpired:  # pragma: no cover - SIGKILL is not refused
+        pass
 
 
-def _last_line(err: bytes | None) -> str:
-    lines = [line.strip() for line in (err or b"").decode("utf-8", "replace").splitlines()]
+def _last_line(err: bytes | None, cut: bool = False) -> str:
+    """The last non-blank line of a hook's stderr, as a warning may show it: control
+    characters (NUL, escape sequences that recolour or retitle the terminal, bidi overrides)
+    removed, at most :data:`_STDERR_SHOWN` characters. ``cut``: ``err`` is the end of a
+    longer output, so a line that starts it is a line's end: its last characters are shown."""
+    text = (err or b"").decode("utf-8", "replace")
+    lines = [_printable(line).strip() for line in text.splitlines()]
+    if cut and len(lines) == 1 and len(lines[0]) > _STDERR_SHOWN:
+        return "…" + lines[0][-(_STDERR_SHOWN - 1) :]
     lines = [line for line in lines if line]
     return lines[-1][:_STDERR_SHOWN] if lines else ""
+
+
+def _printable(text: str) -> str:
+    """``text`` without control and format characters (Unicode Cc, Cf); tabs become spaces."""
+    import unicodedata
+
+    return "".join(
+        " " if c == "\t" else c
+        for c in text
+        if c == "\t" or unicodedata.category(c) not in ("Cc", "Cf")
+    )
 
 
 class HookRunner:
