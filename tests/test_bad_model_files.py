@@ -189,3 +189,137 @@ def test_bad_predictions_through_the_console_script(name: str, tmp_path: Path) -
     )
     assert proc.returncode == 1, proc.stderr
     _check_line(one_error_line(proc), path, (words,))
+
+
+# --------------------------------------------------------------------------------------------------
+# Hugging Face folders named by a model's settings (OneDiff's vision: / lm:, CLIP4IDC's vision:)
+
+
+class _Exploit:
+    """Unpickling this would run a shell command that creates the marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        import os
+
+        return (os.system, (f"touch {self.marker}",))
+
+
+def _tiny_clip(folder: Path) -> Path:
+    from transformers import CLIPVisionConfig, CLIPVisionModel
+
+    config = CLIPVisionConfig(
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=3,
+        num_attention_heads=2,
+        image_size=32,
+        patch_size=8,
+    )
+    torch.manual_seed(0)
+    CLIPVisionModel(config).save_pretrained(folder)
+    return folder
+
+
+def _pickled_weights(folder: Path) -> str:
+    for old in folder.glob("*.safetensors"):
+        old.unlink()
+    (folder / "pytorch_model.bin").write_bytes(pickle.dumps(_Exploit(folder / "PWNED")))
+    return "pytorch_model.bin"
+
+
+def _garbage_safetensors(folder: Path) -> str:
+    next(folder.glob("*.safetensors")).write_bytes(b"not tensors " * 20)
+    return next(folder.glob("*.safetensors")).name
+
+
+def _json(name: str, text: str) -> Callable[[Path], str]:
+    def spoil(folder: Path) -> str:
+        (folder / name).write_text(text)
+        return name
+
+    return spoil
+
+
+# name -> (spoil(folder) -> the file's name, words the error line must hold). Before issue 25 the
+# pickle was a 4-line "unexpected UnpicklingError" advising weights_only=False, and the JSON
+# cases a TypeError about ** or a JSONDecodeError naming no file.
+HF_FOLDERS: dict[str, tuple[Callable[[Path], str], tuple[str, ...]]] = {
+    "pickle with code as pytorch_model.bin": (
+        _pickled_weights,
+        ("not a plain tensor file", "never unpickles", "safetensors"),
+    ),
+    "model.safetensors of garbage": (_garbage_safetensors, ("not a readable weights file",)),
+    "config.json not JSON": (_json("config.json", "{not json"), ("not valid JSON", "line 1")),
+    "config.json a list": (_json("config.json", "[1, 2]"), ("holds a list",)),
+    "config.json a string": (_json("config.json", '"clip"'), ("holds a string",)),
+}
+
+
+def _check_hf_line(line: str, folder: Path, name: str, words: tuple[str, ...]) -> None:
+    assert "\n" not in line.strip() and str(folder / name) in line, line
+    assert all(word in line for word in words), f"{line!r} lacks one of {words}"
+    assert "weights_only" not in line and "bug" not in line and "PyTorch" not in line, line
+    assert not (folder / "PWNED").exists(), "the pickle ran code"
+
+
+@pytest.mark.parametrize("name", list(HF_FOLDERS))
+def test_a_bad_onediff_vision_folder_is_one_model_error(name: str, tmp_path: Path) -> None:
+    from test_onediff import build, make_vocab
+
+    spoil, words = HF_FOLDERS[name]
+    folder = _tiny_clip(tmp_path / "clip")
+    file = spoil(folder)
+    with pytest.raises(ModelError) as caught:
+        build(make_vocab(), vision=str(folder))
+    _check_hf_line(str(caught.value), folder, file, words)
+
+
+@pytest.mark.parametrize(
+    "name", [*HF_FOLDERS, "tokenizer.json not JSON"], ids=[*HF_FOLDERS, "tokenizer.json not JSON"]
+)
+def test_a_bad_onediff_lm_folder_is_one_model_error(name: str, tmp_path: Path) -> None:
+    from test_onediff import SENTENCES, build, make_vocab, tiny_llama
+
+    spoil, words = HF_FOLDERS.get(name, (_json("tokenizer.json", "{oops"), ("not valid JSON",)))
+    folder = tiny_llama(tmp_path / "llama", [w for s in SENTENCES for w in s.split()])
+    file = spoil(folder)
+    with pytest.raises(ModelError) as caught:
+        build(make_vocab(), lm=str(folder))
+    _check_hf_line(str(caught.value), folder, file, words)
+
+
+@pytest.mark.parametrize(
+    "name", ["pickle with code as pytorch_model.bin", "model.safetensors of garbage"]
+)
+def test_a_bad_weights_file_read_by_name_is_one_model_error(name: str, tmp_path: Path) -> None:
+    """``read_state_dict`` (CLIP4IDC's vision:, IDC-PCL's bert:) reads the tensors itself."""
+    from spotdiff_cli.captioners.local_files import read_state_dict
+
+    spoil, words = HF_FOLDERS[name]
+    folder = _tiny_clip(tmp_path / "clip")
+    file = spoil(folder)
+    with pytest.raises(ModelError) as caught:
+        read_state_dict(folder, "clip4idc")
+    _check_hf_line(str(caught.value), folder, file, words)
+
+
+def test_a_checkpoint_naming_a_poisoned_vision_folder_through_the_console_script(
+    tmp_path: Path, images
+) -> None:
+    """A OneDiff checkpoint names its CLIP folder (the frozen tower is not stored); a pickle
+    with code put there since is refused in one line when `spotdiff caption` loads it."""
+    from test_onediff import build, make_vocab
+
+    from spotdiff_cli.captioners.checkpoint import save_checkpoint
+
+    folder = _tiny_clip(tmp_path / "clip")
+    path = save_checkpoint(tmp_path / "od.pt", build(make_vocab(), vision=str(folder)))
+    _pickled_weights(folder)
+    proc = run_spotdiff("caption", *images, "--model", "onediff", "--weights", path)
+    assert proc.returncode == 1, proc.stderr
+    # The checkpoint loader quotes the folder's error, cut at 200 characters: the file and
+    # what is wrong with it come first.
+    _check_hf_line(one_error_line(proc), folder, "pytorch_model.bin", ("not a plain tensor file",))

@@ -23,6 +23,8 @@ then sit at 0 and 1 ('!' and '"' for GPT-2's): a known, documented limit.
 
 from __future__ import annotations
 
+import pickle
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -31,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from ...errors import ModelError
+from ..local_files import FolderFileError, check_json_files, first_line, weights_file_error
 from ..vocab import BOS_ID, EOS_ID, PAD_ID, Vocabulary
 
 
@@ -182,15 +185,34 @@ def load_local(path: str, setting: str, what: str, load: Callable[[str], Any]) -
     the fix: a missing folder, or files that do not load as ``what``."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise ModelError(
+        raise FolderFileError(
             f"onediff: {setting} folder {folder} not found; give a local folder holding {what} "
             f"(config.json and weights), or {setting}: '' for the built-in one"
         )
+    check_json_files(folder, "onediff")  # a broken config.json or tokenizer.json, by name
     try:
-        return load(str(folder))
-    except (OSError, ValueError, KeyError) as exc:
-        first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise ModelError(f"onediff: {folder} does not load as {what} ({first[:200]})") from exc
+        with warnings.catch_warnings():
+            # torch and transformers warn (each with a source line) on the way to an error.
+            warnings.simplefilter("ignore")
+            return load(str(folder))
+    except Exception as exc:  # noqa: BLE001 - sorted below: the folder's fault, or a bug
+        pickles = sorted(folder.glob("*.bin"))
+        if pickles and (isinstance(exc, pickle.UnpicklingError) or "weights_only" in str(exc)):
+            raise weights_file_error("onediff", pickles[0], exc) from exc
+        tensors = sorted(folder.glob("*.safetensors"))
+        if tensors and type(exc).__name__ == "SafetensorError":
+            raise weights_file_error("onediff", tensors[0], exc) from exc
+        if not isinstance(exc, _FOLDER_ERRORS):
+            raise  # not the folder's fault: a bug keeps its traceback
+        raise FolderFileError(
+            f"onediff: {folder} does not load as {what} ({first_line(exc)})"
+        ) from exc
+
+
+# What transformers raises for a folder whose files are not what they claim: a missing file
+# (OSError), bad values (ValueError, KeyError, TypeError: a config.json value of the wrong
+# type, AttributeError), a cut file (EOFError), shapes that do not fit (RuntimeError).
+_FOLDER_ERRORS = (OSError, ValueError, KeyError, TypeError, AttributeError, EOFError, RuntimeError)
 
 
 def decoding_permutation(size: int, eos: int, bos: int | None, pad: int | None) -> list[int]:
