@@ -48,9 +48,9 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import ModelError
+from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..pair_vit import PairViT, clip_image_side, load_clip_vision, normalise_images
 from ..retrieval import recall_at_1
-from ..spot_the_diff.common import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..text_encoders import TextEncoder
 from ..transformer import TransformerDecoder
 from ..vocab import Vocabulary

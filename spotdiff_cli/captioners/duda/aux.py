@@ -93,8 +93,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import ModelError
+from ..learned import EOS, PAD, Batch
 from ..retrieval import recall_at_1
-from ..spot_the_diff.common import EOS, PAD, Batch
 from ..vocab import Vocabulary
 from .model import DUDACaptioner
 

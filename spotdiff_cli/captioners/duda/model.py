@@ -62,7 +62,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from ..spot_the_diff.common import PAD, Batch, Generated, GradientCaptioner, run_decoder
+from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
 
 SpeakerState = tuple[Tensor, Tensor, Tensor, Tensor, Tensor, Tensor]

@@ -48,8 +48,8 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import UsageError
+from ..learned import Batch, Generated, GradientCaptioner, run_decoder
 from ..pair_vit import PairViT
-from ..spot_the_diff.common import Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID, Vocabulary
 from .cross_modal import CrossModalTransformer, load_bert
 from .rewrites import RewriteBank, rewrite_bank

@@ -52,8 +52,8 @@ import torch
 from torch import Tensor, nn
 
 from ...errors import ModelError, UsageError
+from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..pair_vit import clip_image_side
-from ..spot_the_diff.common import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
 from .cst import Descriptions, scene_descriptions, scene_of
 from .lm import ScratchLM, build_lm

@@ -20,12 +20,9 @@ Other keyword overrides replace config values (``hidden_size=256``); unknown key
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..configured import check_settings, feature_config, lazy_classes, register_family
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .common import SpotTheDiffCaptioner
 
 # The family's one list of names: name -> (module, class, what `spotdiff models` says). Importing
 # this package registers them without importing torch; a model's module is imported when it is
@@ -69,7 +66,7 @@ MODELS: dict[str, tuple[str, str, str]] = {
 }
 
 
-model_class, __getattr__ = lazy_classes(__name__, MODELS, {"SpotTheDiffCaptioner": "common"})
+model_class, __getattr__ = lazy_classes(__name__, MODELS)
 
 
 # The paper gives no sizes beyond the 14x14 ResNet grid and Adam with batches of 8 (§3.2, §4); these
@@ -142,7 +139,6 @@ register_family("spot-the-diff", MODELS, default_config, model_class, check_conf
 __all__ = [
     "MODELS",
     "MODEL_CLASSES",
-    "SpotTheDiffCaptioner",
     "check_config",
     "default_config",
     "model_class",

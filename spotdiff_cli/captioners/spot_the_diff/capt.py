@@ -17,18 +17,9 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor
 
+from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
-from .common import (
-    PAD,
-    Batch,
-    DecoderState,
-    Generated,
-    GradientCaptioner,
-    build_decoder,
-    build_encoder,
-    run_decoder,
-    safe_masks,
-)
+from .common import DecoderState, build_decoder, build_encoder, safe_masks
 
 _DECODER_KEYS = (
     "channels",

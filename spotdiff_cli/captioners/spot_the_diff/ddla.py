@@ -43,19 +43,9 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
-from .common import (
-    PAD,
-    Batch,
-    DecoderState,
-    Generated,
-    GradientCaptioner,
-    build_decoder,
-    build_encoder,
-    run_decoder,
-    safe_masks,
-    soft_iou,
-)
+from .common import DecoderState, build_decoder, build_encoder, safe_masks, soft_iou
 
 # Pair statistics the count head sees besides the pooled features (see _count_inputs).
 _N_COUNT_STATS = 4

@@ -34,8 +34,8 @@ import torch
 from torch import Tensor
 
 from ...errors import ModelError
+from ..learned import EOS, PAD, Batch, Generated, SpotTheDiffCaptioner
 from ..vocab import Vocabulary, tokenize
-from .common import EOS, PAD, Batch, Generated, SpotTheDiffCaptioner
 
 
 def pair_features(before: Tensor, after: Tensor, difference: bool = True) -> Tensor:
