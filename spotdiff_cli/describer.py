@@ -16,7 +16,7 @@ import numpy as np
 
 from .analysis import analyse_pair, make_pair
 from .captioners.base import DescribeOptions, Hint
-from .captioners.registry import create_captioner, model_info
+from .captioners.registry import create_model, model_info
 from .config import AnalysisConfig, CaptionConfig, to_dict
 from .errors import UsageError
 from .frames import load_image
@@ -64,7 +64,7 @@ class PairDescriber:
             self.notes = (
                 f"model '{info.name}' runs on the CPU; --device {self.caption_config.device} was not used",
             )
-        self.captioner = create_captioner(
+        self.captioner = create_model(
             self.caption_config.model,
             weights=self.caption_config.weights,
             device=self.caption_config.device,

@@ -18,7 +18,7 @@ from spotdiff_cli.captioners.checkpoint import (
     save_checkpoint,
     slim_checkpoint,
 )
-from spotdiff_cli.captioners.registry import create_captioner
+from spotdiff_cli.captioners.registry import create_model
 from spotdiff_cli.captioners.vocab import Vocabulary
 from spotdiff_cli.errors import ModelError
 
@@ -37,7 +37,7 @@ def fake_batch(b: int = 2, c: int = 6, grid: tuple[int, int] = (3, 3)) -> dict:
 def model():
     use_tiny_model()
     torch.manual_seed(0)
-    return create_captioner(TINY, device="cpu", vocab=VOCAB, channels=6, grid=[3, 3])
+    return create_model(TINY, device="cpu", vocab=VOCAB, channels=6, grid=[3, 3])
 
 
 def test_round_trip_rebuilds_the_same_model(model, tmp_path: Path) -> None:
@@ -54,7 +54,7 @@ def test_round_trip_rebuilds_the_same_model(model, tmp_path: Path) -> None:
 
 def test_registry_factory_accepts_a_checkpoint_path(model, tmp_path: Path) -> None:
     path = save_checkpoint(tmp_path / "m.pt", model)
-    again = create_captioner(TINY, weights=str(path), device="cpu")
+    again = create_model(TINY, weights=str(path), device="cpu")
     assert all(
         torch.equal(a, b) for a, b in zip(model.state_dict().values(), again.state_dict().values())
     )
@@ -127,9 +127,7 @@ def test_real_models_round_trip(tmp_path: Path) -> None:
     pytest.importorskip("spotdiff_cli.captioners.spot_the_diff")
     for name in ("capt", "ddla"):
         torch.manual_seed(0)
-        model = create_captioner(
-            name, device="cpu", vocab=VOCAB, channels=6, grid=[3, 3], tiny=True
-        )
+        model = create_model(name, device="cpu", vocab=VOCAB, channels=6, grid=[3, 3], tiny=True)
         loaded, meta = load_checkpoint(save_checkpoint(tmp_path / f"{name}.pt", model))
         assert meta["model"] == name and loaded.config == model.config
         assert all(

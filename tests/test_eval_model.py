@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 from typer.testing import CliRunner
 
+from spotdiff_cli.captioners.base import Captioner
 from spotdiff_cli.cli import app
 from spotdiff_cli.data.synth import synthesize
 from spotdiff_cli.evaluate import java_available
@@ -93,9 +94,10 @@ def _register(monkeypatch: pytest.MonkeyPatch, name: str, model: Any) -> None:
     monkeypatch.setitem(registry._INFO, name, registry.ModelInfo(name, "test", "", False, False))
 
 
-class _CountingGrounded:
-    """The grounded captioner plus a ``log_likelihood`` (as trainable models have): a uniform
-    model over a 20-word vocabulary, so the expected perplexity is exactly 20."""
+class _CountingGrounded(Captioner):
+    """The grounded captioner plus a ``log_likelihood`` (as trainable models have; overriding it
+    makes ``scores_sentences`` true): a uniform model over a 20-word vocabulary, so the expected
+    perplexity is exactly 20."""
 
     def __init__(self) -> None:
         from spotdiff_cli.captioners.grounded import GroundedCaptioner
@@ -219,7 +221,7 @@ def saved_predictions(out: Path) -> dict[str, list[str]]:
     return predictions
 
 
-class _CountingSentences:
+class _CountingSentences(Captioner):
     """A captioner that takes a sentence count: it records what it was told and writes that many
     sentences (one when told nothing)."""
 
@@ -280,7 +282,7 @@ def test_gold_sentence_count_is_the_median_over_annotators() -> None:
     assert gold_sentence_count(pair(0)) == 1 and gold_sentence_count(pair()) == 1
 
 
-class _OneOrTwo:
+class _OneOrTwo(Captioner):
     """A captioner whose one-sentence description is not the first of its longer one (as
     ddla-uniform's random cluster under the paper's rule)."""
 

@@ -12,7 +12,7 @@ import torch
 
 from spotdiff_cli.captioners.backbones import create_backbone
 from spotdiff_cli.captioners.checkpoint import load_checkpoint, read_checkpoint, save_checkpoint
-from spotdiff_cli.captioners.registry import create_captioner
+from spotdiff_cli.captioners.registry import create_model
 from spotdiff_cli.captioners.vocab import Vocabulary
 from spotdiff_cli.errors import UsageError
 from spotdiff_cli.train.batches import (
@@ -92,7 +92,7 @@ def test_finetune_a_fixed_batch_then_save_load_describe(bench: Path, tmp_path: P
         and "before" not in batch
         and batch["before_images"].dtype == torch.uint8
     )
-    model = create_captioner(
+    model = create_model(
         "capt",
         weights=None,
         vocab=vocab,

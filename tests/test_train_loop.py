@@ -15,26 +15,25 @@ import pytest
 import torch
 import torch.nn as nn
 
-from spotdiff_cli.captioners import registry, spot_the_diff
-from spotdiff_cli.captioners.base import Captioner
+from spotdiff_cli.captioners import registry
 from spotdiff_cli.captioners.decoding import decode
+from spotdiff_cli.captioners.learned import LearnedCaptioner
 from spotdiff_cli.captioners.vocab import PAD_ID, Vocabulary
 from spotdiff_cli.errors import OutputError, UsageError
 
 TINY = "tiny-test"
 
 
-class TinyCaptioner(Captioner, nn.Module):
+class TinyCaptioner(LearnedCaptioner):
     """Mean-pooled before/after/difference features -> GRU decoder. Loss: summed token NLL per
     *pair*, averaged over the batch, so equal shares of a global batch average to the global loss
-    (what the distributed equivalence test relies on). No dropout: runs are exactly repeatable."""
+    (what the distributed equivalence test relies on). No dropout: runs are exactly repeatable.
+    Every other hook keeps the base class's default."""
 
     name = TINY
-    trainable = True
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
-        nn.Module.__init__(self)
-        self.config, self.vocab = dict(config), vocab
+        super().__init__(config, vocab)
         c, hidden = int(config["channels"]), int(config.get("hidden", 32))
         self.init = nn.Linear(3 * c, hidden)
         self.embed = nn.Embedding(len(vocab), hidden, padding_idx=PAD_ID)
@@ -74,7 +73,7 @@ class TinyCaptioner(Captioner, nn.Module):
         return [[self.vocab.decode(h.tokens)] for h in hyps]
 
 
-@registry.register_captioner(
+@registry.register_model(
     TINY, family="test", summary="tiny contract model for tests", trainable=True
 )
 def _tiny_factory(
@@ -355,7 +354,7 @@ def test_nn_is_fitted_once_not_stepped(tiny_bench: Path, tmp_path: Path) -> None
         n
         for n in registry.available_models()
         if registry.model_info(n).family == "spot-the-diff"
-        and not hasattr(spot_the_diff.model_class(n), "fit")
+        and registry.model_class(n).trained_by_gradient
     ],
 )  # fitted models: nn
 def test_every_gradient_model_trains_through_the_loop(

@@ -15,6 +15,8 @@ import pytest
 import torch
 from test_train_loop import TinyCaptioner, make_tiny_bench, tiny_config, weights_of
 
+from spotdiff_cli.captioners.learned import LearnedCaptioner
+from spotdiff_cli.captioners.vocab import Vocabulary
 from spotdiff_cli.errors import UsageError
 
 
@@ -135,12 +137,13 @@ def test_a_finished_run_or_a_users_file_in_out_is_never_overwritten(
     assert (mine / "config.json").read_text() == "{}"
 
 
-class SaysNoChange:
+class SaysNoChange(LearnedCaptioner):
     """Validation's view of a collapsed captioner: "there is no change" for every pair."""
 
-    def eval(self) -> None: ...
+    name = "says-no-change"
 
-    def train(self) -> None: ...
+    def __init__(self) -> None:
+        super().__init__({}, Vocabulary.build(["there is no change"], min_count=1))
 
     def generate(self, batch: dict[str, Any], **_: Any) -> list[list[str]]:
         return [["there is no change"] for _ in batch["pair_ids"]]
@@ -358,7 +361,7 @@ def test_a_model_trained_at_another_input_size_is_fed_that_size(write_png) -> No
 
     from spotdiff_cli.analysis import analyse_pair, make_pair
     from spotdiff_cli.captioners.base import DescribeOptions
-    from spotdiff_cli.captioners.registry import create_captioner
+    from spotdiff_cli.captioners.registry import create_model
     from spotdiff_cli.captioners.vocab import Vocabulary
     from spotdiff_cli.types import Frame
 
@@ -366,9 +369,7 @@ def test_a_model_trained_at_another_input_size_is_fed_that_size(write_png) -> No
     after = draw_box(before, 120, 120, 50, 40, (200, 30, 30))
     analysis = analyse_pair(make_pair(Frame(before, "a"), Frame(after, "b")))
     vocab = Vocabulary.build(["a red car appeared"], 1)
-    model = create_captioner(
-        "capt", vocab=vocab, channels=1280, grid=(5, 5), tiny=True, input_size=160
-    )
+    model = create_model("capt", vocab=vocab, channels=1280, grid=(5, 5), tiny=True, input_size=160)
     assert model.analysis_batch(analysis)["before"].shape == (1, 1280, 5, 5)
     assert len(model.describe(analysis, DescribeOptions(max_sentences=1))) == 1
 

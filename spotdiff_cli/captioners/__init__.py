@@ -3,18 +3,14 @@
 
 from .registry import (
     available_models,
-    create_captioner,
     create_model,
     model_info,
-    register_captioner,
     register_model,
 )
 
 __all__ = [
     "available_models",
-    "create_captioner",
     "create_model",
     "model_info",
-    "register_captioner",
     "register_model",
 ]

@@ -1,16 +1,16 @@
-"""What every family of config-built models shares: the factory the registry calls, and the check
-of a config's value types.
+"""What every family of config-built learned models shares: :class:`LearnedFamily` (the
+registration of its names, the factory the registry calls, the check of a config) and the
+features every config starts from.
 
-A family of this kind (``spot_the_diff``, ``duda``) builds each model as ``cls(config, vocab)``,
-with ``config`` from the family's ``default_config(name, channels, grid, tiny)``: plain types, so
-it goes into a checkpoint as is and rebuilds the model from it. No torch here: families import
-this when they register their names.
+A family of this kind (``spot_the_diff``, ``duda``, ...) builds each model as
+``cls(config, vocab)``, with ``config`` from the family's ``default_config(name, channels, grid,
+tiny)``: plain types, so it goes into a checkpoint as is and rebuilds the model from it. No torch
+here: families import this when they register their names, and ``spotdiff models`` lists them.
 """
 
 from __future__ import annotations
 
 import difflib
-import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -18,6 +18,12 @@ from ..errors import ModelError
 
 DefaultConfig = Callable[..., dict[str, Any]]
 """``default_config(name, channels, grid, tiny=False) -> config``."""
+ModelClass = Callable[[], type]
+"""The function a family decorates for a model name: returns the model's class (importing it)."""
+
+# feature_config's settings that older checkpoints may lack (the backbone's own input size,
+# efficientnet_lite0): never required.
+FEATURE_LATER = ("backbone", "input_size")
 
 
 def check_settings(name: str, config: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -60,41 +66,98 @@ def check_multiples(name: str, config: dict[str, Any], pairs: tuple[tuple[str, s
             )
 
 
-def make_factory(
-    name: str,
-    default_config: DefaultConfig,
-    model_class: Callable[[str], type],
-    check_config: Callable[[str, dict[str, Any]], None] | None = None,
-) -> Callable[..., Any]:
-    """The registry factory of model ``name``::
+class LearnedFamily:
+    """A family of config-built learned models: its ``default_config``, the check of a config,
+    and the registration of each model name with the decorator :meth:`model`::
 
-        create(weights=None, device="cpu", config=None, vocab=None, **overrides)
+        FAMILY = LearnedFamily("duda", default_config)
 
-    - ``weights`` (or nothing at all): a checkpoint, else the weights manifest's default for this
-      model (``spotdiff caption --model M A B`` on a fresh machine); the lookup error names every
-      place searched when there is none;
-    - ``vocab`` with ``channels=C, grid=(h, w)`` (and ``tiny=True`` for the test sizes): an
-      untrained model with ``default_config``; ``vocab`` with ``config=``: rebuilt from a
-      checkpoint's resolved config;
-    - other keyword overrides replace config values; an unknown key is an error with a close match.
+        @FAMILY.model("duda", "dual attention ... (Robust Change Captioning)")
+        def duda() -> type:
+            from .model import DUDACaptioner  # torch: only when the model is built
 
-    ``check_config(name, config)`` (default: :func:`check_settings` against the default config)
-    runs on the final config.
+            return DUDACaptioner
+
+    ``later`` names the settings added after the first checkpoints of the family's models: a
+    config without them reads as the behaviour of that time, so they are not required. Every
+    other key of ``default_config`` is (:meth:`required_keys`): what a model's config must hold
+    is its defaults, stated once.
     """
 
-    def check(config: dict[str, Any]) -> None:
-        if check_config is not None:
-            check_config(name, config)
+    def __init__(
+        self,
+        family: str,
+        default_config: DefaultConfig,
+        check_config: Callable[[str, dict[str, Any]], None] | None = None,
+        later: tuple[str, ...] = (),
+    ) -> None:
+        self.family = family
+        self.default_config = default_config
+        self.check_config = check_config
+        self.later = (*FEATURE_LATER, *later)
+        self.names: list[str] = []
+
+    def model(self, name: str, summary: str) -> Callable[[ModelClass], ModelClass]:
+        """Register model ``name`` (``summary``: what ``spotdiff models`` says) as trainable; the
+        decorated function returns its class, importing its module only when called."""
+        from .registry import register_model
+
+        def decorator(model_class: ModelClass) -> ModelClass:
+            def create(**kwargs: Any) -> Any:
+                return self.create(name, model_class, **kwargs)
+
+            create.__name__ = f"create_{name.replace('-', '_')}"
+            # The family's module, not this one: the registry tells families apart by it.
+            create.__module__ = model_class.__module__
+            self.names.append(name)
+            register_model(
+                name, family=self.family, summary=summary, trainable=True, model_class=model_class
+            )(create)
+            return model_class
+
+        return decorator
+
+    def required_keys(self, name: str) -> list[str]:
+        """The settings every config of model ``name`` must hold: its defaults, less ``later``."""
+        return [k for k in self.default_config(name, 1, (1, 1)) if k not in self.later]
+
+    def check(self, name: str, config: dict[str, Any]) -> None:
+        """Raise ``ModelError`` for a config of model ``name`` with a value of the wrong kind
+        (``check_config``, default :func:`check_settings` against the default config) or without
+        a required setting."""
+        if self.check_config is not None:
+            self.check_config(name, config)
         else:
-            check_settings(name, config, default_config(name, 1280, (7, 7)))
+            check_settings(name, config, self.default_config(name, 1280, (7, 7)))
+        missing = [k for k in self.required_keys(name) if k not in config]
+        if missing:
+            raise ModelError(
+                f"config for '{name}' lacks {', '.join(missing)} (build it with default_config)"
+            )
 
     def create(
+        self,
+        name: str,
+        model_class: ModelClass,
         weights: str | None = None,
         device: str = "cpu",
         config: dict[str, Any] | None = None,
         vocab: Any = None,
         **overrides: Any,
     ) -> Any:
+        """The registry factory of model ``name``::
+
+            create(weights=None, device="cpu", config=None, vocab=None, **overrides)
+
+        - ``weights`` (or nothing at all): a checkpoint, else the weights manifest's default for
+          this model (``spotdiff caption --model M A B`` on a fresh machine); the lookup error
+          names every place searched when there is none;
+        - ``vocab`` with ``channels=C, grid=(h, w)`` (and ``tiny=True`` for the test sizes): an
+          untrained model with ``default_config``; ``vocab`` with ``config=``: rebuilt from a
+          checkpoint's resolved config;
+        - other keyword overrides replace config values; an unknown key is an error with a close
+          match. The final config is :meth:`check`-ed, then the model is ``cls(config, vocab)``.
+        """
         if weights is not None or (vocab is None and config is None and not overrides):
             from .checkpoint import load_checkpoint
 
@@ -113,7 +176,9 @@ def make_factory(
                 raise ModelError(
                     f"an untrained '{name}' needs the backbone's feature shape: channels=C, grid=(h, w)"
                 )
-            config = default_config(name, overrides.pop("channels"), overrides.pop("grid"), tiny)
+            config = self.default_config(
+                name, overrides.pop("channels"), overrides.pop("grid"), tiny
+            )
         config = dict(config)
         for key, value in overrides.items():
             if key not in config:
@@ -124,31 +189,8 @@ def make_factory(
                     + f" (settings: {', '.join(config)})"
                 )
             config[key] = list(value) if key == "grid" else value
-        check(config)
-        return model_class(name)(config, vocab).to(device)
-
-    create.__name__ = f"create_{name.replace('-', '_')}"
-    # The family's module, not this one: the registry tells families apart by it.
-    create.__module__ = model_class.__module__
-    return create
-
-
-def register_family(
-    family: str,
-    models: dict[str, tuple[str, str, str]],
-    default_config: DefaultConfig,
-    model_class: Callable[[str], type],
-    check_config: Callable[[str, dict[str, Any]], None] | None = None,
-) -> None:
-    """Register every model of ``models`` (name -> (module, class, summary)) as trainable, each
-    with :func:`make_factory`."""
-    from .registry import register_class, register_model
-
-    for name, (_, _, summary) in models.items():
-        register_model(name, family=family, summary=summary, trainable=True)(
-            make_factory(name, default_config, model_class, check_config)
-        )
-        register_class(name, model_class)
+        self.check(name, config)
+        return model_class()(config, vocab).to(device)
 
 
 def feature_config(
@@ -175,33 +217,3 @@ def unknown_name(family: str, name: str, names: list[str]) -> ModelError:
         + (f"; did you mean '{close[0]}'?" if close else "")
         + f" (available: {', '.join(names)})"
     )
-
-
-def lazy_classes(
-    package: str, models: dict[str, tuple[str, str, str]], others: dict[str, str] | None = None
-) -> tuple[Callable[[str], type], Callable[[str], Any]]:
-    """A family package's ``model_class(name)`` and module ``__getattr__``, importing a model's
-    module (and so torch) only when its class is first asked for.
-
-    models: {name: (module, class name, description)} as the family's ``MODELS``.
-    others: further class names the package offers lazily, {class name: module}.
-    ``__getattr__`` also gives ``MODEL_CLASSES`` ({name: class})."""
-
-    def model_class(name: str) -> type:
-        """The class of model ``name`` (imports its module, and so torch)."""
-        module, cls_name, _ = models[name]
-        return getattr(importlib.import_module(f"{package}.{module}"), cls_name)
-
-    def module_getattr(attr: str) -> Any:
-        if attr == "MODEL_CLASSES":
-            return {name: model_class(name) for name in models}
-        if others and attr in others:
-            return getattr(importlib.import_module(f"{package}.{others[attr]}"), attr)
-        for name, (_, cls_name, _) in models.items():
-            if attr == cls_name:
-                return model_class(name)
-        raise AttributeError(f"module {package!r} has no attribute {attr!r}")
-
-    # They belong to the family's package (the registry names a factory's family by module).
-    model_class.__module__ = module_getattr.__module__ = package
-    return model_class, module_getattr

@@ -28,6 +28,7 @@ import cv2
 import numpy as np
 
 from ..errors import DataError
+from .batch import Batch
 from .vocab import PAD_ID, Vocabulary, tokenize
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -36,7 +37,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..types import Analysis
     from .backbones import BackboneInfo
 
-Batch = dict[str, Any]
 Backbone = tuple[Any, "BackboneInfo"]
 """``(module, BackboneInfo)`` as ``backbones.create_backbone`` returns it."""
 

@@ -24,7 +24,7 @@ import numpy as np
 from ..geometry import box_iou
 from ..types import Analysis, CameraMotion, Cluster, Sentence
 from .base import Captioner, DescribeOptions, Hint
-from .registry import register_captioner
+from .registry import register_model
 from .words import article, colour_name, noun_phrase, region_name, region_phrase, size_word
 
 # A cluster is "like its surroundings" in one image and "unlike" in the other when the two
@@ -600,7 +600,7 @@ class GroundedCaptioner(Captioner):
         return sentences
 
 
-@register_captioner(
+@register_model(
     "grounded",
     family="grounded",
     summary="describes each salient change from what the analysis measured (default; no downloads, no torch)",

@@ -1,28 +1,56 @@
-"""What a learned model is: the base class every learned family shares (moved here unchanged
-from ``spot_the_diff/common.py``, where the other families had to import it from), the batch
-type, the decoded item and the bridge to the shared decoding in ``captioners/decoding.py``.
+"""What a learned model is: the one base class every learned family shares, written down once.
+
+:class:`LearnedCaptioner` is what ``train/`` and ``evaluate/`` may ask of a model, as
+Lightning's ``LightningModule`` is for its trainer: each hook is a method (or attribute) with a
+default here, a model overrides what it needs, and the callers call methods, never probe for
+them. A model is built by its family as ``cls(config, vocab)`` (``captioners/configured.py``),
+reads a :class:`~spotdiff_cli.captioners.batch.Batch` and decodes through :func:`run_decoder`
+(the shared greedy / beam search of ``captioners/decoding.py``) into :class:`Generated` items.
+
+What the training loop calls, in the order it calls them:
+
+====================================  ========================================================
+``image_side(model_config)``          (class) the image side a model reading pixels itself
+                                      needs, else None: the loop then loads cached grids
+``trained_by_gradient``               False: the loop calls ``fit(train_batches)`` once
+                                      instead of steps (nn, nn-multi)
+``set_training_stage(name, ...)``     a recipe stage begins, with its objectives and options
+``begin_epoch(epoch)``                before each epoch (0-based over the whole run)
+``loss(batch)``                       ``{"loss", "nll", "n_tokens"}`` and optionally
+                                      ``"losses"`` (named, for a recipe's ``objectives``)
+``generate(batch, max_sentences)``    sentences per pair, at validation
+``validation_metrics`` /              the extra numbers a validation record gets (and a
+``validation_scores(batches)``        recipe's ``val_metric`` may pick)
+``finetuned_backbone``                the backbone trained with the model, or None
+====================================  ========================================================
+
+What evaluation asks (``takes_sentence_count``, ``single_sentence_differs``,
+``log_likelihood``, ``retrieval_embeddings``...) every captioner answers, the untrained
+``grounded`` one too: those hooks live on :class:`~spotdiff_cli.captioners.base.Captioner`.
 """
 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from ..errors import ModelError
+from ..errors import ModelError, UsageError
 from ..types import Analysis, Sentence
 from . import decoding
 from .base import Captioner, DescribeOptions
+from .batch import Batch
 from .vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, Vocabulary
 
 # Special ids, fixed by the contract (captioners/vocab.py): <pad>=0, <bos>=1, <eos>=2, <unk>=3, <sep>=4.
 PAD, BOS, EOS, SEP = PAD_ID, BOS_ID, EOS_ID, SEP_ID
 
-Batch = dict[str, Any]
+Backbone = tuple[Any, Any]
+"""``(module, BackboneInfo)`` as ``backbones.create_backbone`` returns it."""
 
 
 @dataclass(frozen=True)
@@ -62,10 +90,12 @@ def run_decoder(
     return [h.tokens for h in hyps]
 
 
-class SpotTheDiffCaptioner(Captioner, nn.Module):
-    """Base of the family: config and vocabulary, device moves, ``generate`` and ``describe``.
+class LearnedCaptioner(Captioner, nn.Module):
+    """Base of every learned model: config and vocabulary, device moves, ``generate`` and
+    ``describe``, and the training hooks with their defaults (module docstring).
 
-    Subclasses implement ``_generate(batch, max_sentences, beam, max_len, num_sentences)``.
+    Subclasses implement ``loss(batch)`` (or, not trained by gradient, ``fit``) and
+    ``_generate(batch, max_sentences, beam, max_len, num_sentences)``.
 
     Models that choose among candidates without a learned score (nn: a sentence of the
     neighbour's annotation; ddla-uniform: the cluster of a single sentence) list their rules in
@@ -77,31 +107,71 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
 
     name: ClassVar[str] = ""
     trainable: ClassVar[bool] = True
-    config_keys: ClassVar[tuple[str, ...]] = ()
     selections: ClassVar[tuple[str, ...]] = ()
     legacy_selection: ClassVar[str] = ""
-    # Whether ``num_sentences`` (eval --gold-count, the paper's multi-sentence protocol) is used.
-    takes_sentence_count: ClassVar[bool] = False
-    # Whether a one-sentence description may differ from the first sentence of a longer one
-    # (evaluation then decodes the single-sentence protocol's sentence on its own).
-    single_sentence_differs: bool = False
+
+    # -- what the training loop asks (train/), each with its default ------------------------
+    # False: the loop calls fit(train_batches) once instead of gradient steps (nn, nn-multi).
+    trained_by_gradient: ClassVar[bool] = True
+    # The numbers validation_scores adds to a validation record (a recipe's val_metric may
+    # pick one); none by default.
+    validation_metrics: ClassVar[tuple[str, ...]] = ()
+    # (module, BackboneInfo) of a backbone trained with the model (finetune_backbone: true; set
+    # by the loop and by load_checkpoint), used instead of the shared pretrained one. A plain
+    # attribute, not a submodule: state_dict keys stay the model's.
+    finetuned_backbone: Backbone | None = None
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
         nn.Module.__init__(self)
-        missing = [k for k in self.config_keys if k not in config]
-        if missing:
-            raise ModelError(
-                f"config for '{self.name}' lacks {', '.join(missing)} (build it with default_config)"
-            )
         self.config = dict(config)
         self.vocab = vocab
         self.vocab_size = len(vocab)
+        self._analysis_cache: tuple[Analysis, Batch] | None = None
         if self.selections and self.selection not in self.selections:
             raise ModelError(
                 f"'{self.name}' setting 'selection' is {self.selection!r}; expected one of "
                 f"{', '.join(self.selections)}"
             )
 
+    @classmethod
+    def image_side(cls, model_config: dict[str, Any]) -> int | None:
+        """The square side of the images this model reads itself with ``model_config`` (a local
+        CLIP's input size with ``vision: PATH``), or None for a model that reads backbone grids:
+        what ``spotdiff train`` asks before it loads the data."""
+        return None
+
+    def loss(self, batch: Batch) -> dict[str, Any]:
+        """``loss`` (scalar tensor to minimise), ``nll`` (summed negative log-likelihood of the
+        gold tokens), ``n_tokens`` (int), and optionally ``losses`` ({name: scalar}, what a
+        recipe's ``objectives`` weigh)."""
+        raise NotImplementedError(f"model '{self.name}' does not define loss(batch)")
+
+    def fit(self, train_batches: Iterable[Batch]) -> None:
+        """Fit once on every training batch, for a model not trained by gradient steps
+        (``trained_by_gradient = False``)."""
+        raise NotImplementedError(f"model '{self.name}' is trained by gradient steps, not fit()")
+
+    def set_training_stage(
+        self, name: str, objectives: dict[str, float], options: dict[str, Any]
+    ) -> None:
+        """A recipe stage begins: its name, objective weights and ``model_options``. By default a
+        model takes no stage options."""
+        if options:
+            raise UsageError(
+                f"stage '{name}' sets model_options, but model '{self.name}' takes none "
+                f"(its set_training_stage(name, objectives, options) reads no options)"
+            )
+
+    def begin_epoch(self, epoch: int) -> None:
+        """Before each training epoch (0-based over the whole run): curricula that switch at an
+        epoch (DUDA+AUX). Nothing by default."""
+
+    def validation_scores(self, batches: list[Batch]) -> dict[str, float]:
+        """The numbers :attr:`validation_metrics` names, over the validation batches (in eval
+        mode, without gradients). None by default."""
+        return {}
+
+    # -- candidate choice -------------------------------------------------------------------
     @property
     def selection(self) -> str:
         """The candidate-choice rule (class docstring); the legacy rule when the config predates it."""
@@ -136,9 +206,9 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
                 "use the backbone the model was trained with"
             )
         device = self.device
-        return {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}
+        return {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}  # type: ignore[return-value]
 
-    # -- the contract ---------------------------------------------------------------------
+    # -- decoding -------------------------------------------------------------------------
     def generate(
         self,
         batch: Batch,
@@ -187,17 +257,18 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
     ) -> list[list[Generated]]:
         raise NotImplementedError
 
+    # -- inference on an analysed pair ----------------------------------------------------
     def analysis_batch(self, analysis: Analysis) -> Batch:
         """The one-pair batch of an analysed pair (``captioners/features.py: batch_from_analysis``:
         features from the model's backbone, clusters most salient first). The last one is kept,
         so describing and scoring the same pair computes its features once."""
-        cached = getattr(self, "_analysis_cache", None)
+        cached = self._analysis_cache
         if cached is not None and cached[0] is analysis:
             return cached[1]
         from .features import batch_from_analysis, get_backbone
 
         # A fine-tuned backbone (checkpoint.py: load_checkpoint) wins over the shared pretrained one.
-        backbone = getattr(self, "finetuned_backbone", None) or get_backbone(
+        backbone = self.finetuned_backbone or get_backbone(
             self.config.get("backbone", "efficientnet_lite0"), str(self.device)
         )
         size = int(self.config.get("input_size", 0))  # 0 / absent: the backbone's own
@@ -217,7 +288,7 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
         ``options.num_sentences`` (eval --gold-count) reaches the models that take a count."""
         batch = self.analysis_batch(analysis)
         ids_of = batch.get("cluster_ids", [[c.id for c in analysis.clusters]])[0]
-        count = getattr(options, "num_sentences", None)
+        count = options.num_sentences
         items = self.generate_items(
             batch,
             max(1, options.max_sentences),
@@ -234,7 +305,7 @@ class SpotTheDiffCaptioner(Captioner, nn.Module):
         ]
 
 
-class GradientCaptioner(SpotTheDiffCaptioner):
+class GradientCaptioner(LearnedCaptioner):
     """A model trained by gradient steps on ``loss``: also scores a given sentence."""
 
     def log_likelihood(self, analysis: Analysis, sentence: str) -> tuple[float, int]:
@@ -252,7 +323,21 @@ class GradientCaptioner(SpotTheDiffCaptioner):
         self.eval()
         try:
             with torch.no_grad():
-                out = self.loss(batch)
+                out = self.loss(batch)  # type: ignore[arg-type]
         finally:
             self.train(was_training)
         return float(out["nll"]), int(out["n_tokens"])
+
+
+__all__ = [
+    "BOS",
+    "EOS",
+    "PAD",
+    "SEP",
+    "Backbone",
+    "Batch",
+    "Generated",
+    "GradientCaptioner",
+    "LearnedCaptioner",
+    "run_decoder",
+]

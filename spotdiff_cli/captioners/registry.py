@@ -1,11 +1,20 @@
 """Model registry: names -> factories, with helpful errors.
 
 ``FAMILY_MODULES`` is the one list of model families. Importing a family module registers each of
-its names with ``@register_model(name, ...)``; the registry keeps no list of names of its own, so
-a new family is one new module and one line here. Every family module must be cheap to import
-(no torch at import time): listing the models (``spotdiff models``) imports all of them, and the
-default ``grounded`` path must never pay for torch. A family whose models need torch registers
-factories that import it when a model is built (see ``spot_the_diff/__init__.py``).
+its names with a decorator on the function that makes it, so a model name leads to its code in
+one hop (timm's ``@register_model``): grep ``"duda"`` and land on ::
+
+    @FAMILY.model("duda", "dual attention ...")       # captioners/duda/__init__.py
+    def duda() -> type:
+        from .model import DUDACaptioner
+        return DUDACaptioner
+
+(a learned family's ``FAMILY.model``, ``captioners/configured.py``, registers here with
+:func:`register_model`; ``grounded`` decorates its factory with :func:`register_model` itself).
+The registry keeps no list of names of its own, so a new family is one new module and one line
+here. Every family module must be cheap to import (no torch at import time): listing the models
+(``spotdiff models``) imports all of them, and the default ``grounded`` path must never pay for
+torch; a learned model's module (and torch) is imported when the model is built.
 
 A registered model is a :class:`~spotdiff_cli.captioners.base.Captioner`: "model" is the word
 for what ``--model`` names, "captioner" for the object a factory returns.
@@ -46,16 +55,27 @@ Factory = Callable[..., Captioner]
 
 _FACTORIES: dict[str, Factory] = {}
 _INFO: dict[str, ModelInfo] = {}
+_CLASSES: dict[str, Callable[[], type]] = {}
 
 
 def register_model(
-    name: str, *, family: str, summary: str, trainable: bool = False, needs_torch: bool = True
+    name: str,
+    *,
+    family: str,
+    summary: str,
+    trainable: bool = False,
+    needs_torch: bool = True,
+    model_class: Callable[[], type] | None = None,
 ) -> Callable[[Factory], Factory]:
-    """Decorator for a factory ``(weights=None, device="cpu", **overrides) -> Captioner``."""
+    """Decorator for a factory ``(weights=None, device="cpu", **overrides) -> Captioner``.
+    ``model_class()`` returns the model's class (importing its module, and so torch, only when
+    called): what :func:`image_side` asks before a model is built."""
 
     def decorator(factory: Factory) -> Factory:
         _FACTORIES[name] = factory
         _INFO[name] = ModelInfo(name, family, summary, trainable, needs_torch)
+        if model_class is not None:
+            _CLASSES[name] = model_class
         return factory
 
     return decorator
@@ -87,24 +107,19 @@ def _known(name: str) -> None:
     )
 
 
-_CLASSES: dict[str, Callable[[str], type]] = {}
-
-
-def register_class(name: str, model_class: Callable[[str], type]) -> None:
-    """Record how to get model ``name``'s class (``model_class(name)`` imports its module, and so
-    torch, only when asked)."""
-    _CLASSES[name] = model_class
+def model_class(name: str) -> type | None:
+    """The class of model ``name`` (imports its module, and so torch), or None for a model
+    registered by its factory alone (``grounded``)."""
+    _known(name)
+    return _CLASSES[name]() if name in _CLASSES else None
 
 
 def image_side(name: str, model_config: dict[str, Any]) -> int | None:
     """The square side of the images model ``name`` reads itself with ``model_config`` (a local
     CLIP's input size with ``vision: PATH``), or None for a model that reads backbone grids:
-    what ``spotdiff train`` asks before it loads the data."""
-    _known(name)
-    if name not in _CLASSES:
-        return None
-    side = getattr(_CLASSES[name](name), "image_side", None)
-    return side(model_config) if callable(side) else None
+    what ``spotdiff train`` asks before it loads the data (the class's ``image_side``)."""
+    cls = model_class(name)
+    return cls.image_side(model_config) if cls is not None else None  # type: ignore[attr-defined]
 
 
 def model_info(name: str) -> ModelInfo:
@@ -129,8 +144,3 @@ def create_model(
         device = resolve_device(device)
     overrides = {k: v for k, v in overrides.items() if v is not None}
     return _FACTORIES[name](weights=weights, device=device, **overrides)
-
-
-# The names DESIGN.md and earlier code use; the same functions.
-create_captioner = create_model
-register_captioner = register_model

@@ -568,20 +568,20 @@ def evaluate_model(
     captioner = describer.captioner
     # Perplexity needs the model's probability of the references; only models that define
     # log_likelihood (the trainable ones) can give it.
-    likelihood = getattr(captioner, "log_likelihood", None)
+    scores_sentences = captioner.scores_sentences
     predictions: Predictions = {}
     aligned: dict[str, list[tuple[int | None, Box]]] = {}
     nll: list[tuple[float, int]] = []
     nll_of: dict[str, list[tuple[float, int]]] = {}  # pair id -> its references' (nll, tokens)
-    told = gold_count and bool(getattr(captioner, "takes_sentence_count", False))
+    told = gold_count and bool(captioner.takes_sentence_count)
     # The paper's single-sentence setting generates one sentence; for a model whose one sentence
     # is not the first of its longer description (ddla-uniform: a random cluster, §4), decode
     # that sentence on its own for the single protocol.
-    apart = "single" in protocols and bool(getattr(captioner, "single_sentence_differs", False))
+    apart = "single" in protocols and bool(captioner.single_sentence_differs)
     # Models with a retrieval head (duda-aux) give each pair's composed queries and candidates.
-    embed = getattr(captioner, "retrieval_embeddings", None)
+    retrieves = captioner.retrieves
     # What its candidates are: duda-aux's after images, or clip4idc's pairs (text -> pair).
-    retrieval = RetrievalTally(getattr(captioner, "retrieval_candidates", "after images"))
+    retrieval = RetrievalTally(captioner.retrieval_candidates)
     single: Predictions = {}
     for index, pair in enumerate(pairs):
         count = gold_sentence_count(pair) if told else None
@@ -597,15 +597,16 @@ def evaluate_model(
             for s in sentences
             if s.cluster_ids and s.cluster_ids[0] in boxes
         ]
-        if callable(likelihood):
-            scores = [_nll_pair(likelihood(result, ref)) for ref in pair.sentences if ref.strip()]
+        if scores_sentences:
+            refs = [ref for ref in pair.sentences if ref.strip()]
+            scores = [_nll_pair(captioner.log_likelihood(result, ref)) for ref in refs]
             nll.extend(scores)
             nll_of[pair.id] = scores
-        if callable(embed):
-            # analysis_batch is the one describe() just built: no second backbone pass.
+        if retrieves:
+            # The analysis_batch describe() just built: no second backbone pass.
             refs = [ref for ref in pair.sentences if ref.strip()]
             own = predictions[pair.id][:1]
-            queries, after, before = embed(captioner.analysis_batch(result), refs + own)
+            queries, after, before = captioner.retrieval_embeddings(result, refs + own)
             retrieval.add(queries[: len(refs)], queries[len(refs) :], after, before)
         if progress:
             progress(index + 1, len(pairs))
@@ -631,7 +632,7 @@ def evaluate_model(
         scored.notes.append(
             f"--limit {limit}: scored the first {len(pairs)} of {len(data.pairs)} pairs only"
         )
-    if not callable(likelihood):
+    if not scores_sentences:
         scored.perplexity_note = f"model '{model}' has no log_likelihood(analysis, sentence)"
     elif not nll or sum(n for _, n in nll) == 0:
         scored.perplexity_note = "the references of this split are empty"
@@ -644,7 +645,7 @@ def evaluate_model(
                 scored.perplexity_groups[group] = perplexity(scores)
     if any(p.gold for p in pairs):
         scored.alignment_precision, scored.alignment_count = alignment_precision(aligned, subset)
-    if callable(embed):
+    if retrieves:
         scored.retrieval = retrieval.recall()
     scored.settings = {
         "model": model,

@@ -40,7 +40,8 @@ from typing import Any
 import torch
 
 from ..captioners.checkpoint import save_checkpoint
-from ..captioners.features import Batch, move_batch
+from ..captioners.features import move_batch
+from ..captioners.learned import Batch, LearnedCaptioner
 from ..errors import UsageError
 from . import distributed as dist
 from .batches import TrainingData
@@ -48,7 +49,6 @@ from .datasets import dataset_root
 from .init import freeze_parameters
 from .out_dir import prepare_out_dir
 from .prepare import (
-    _parameters,
     build_model,
     init_checkpoint,
     initialise,
@@ -151,8 +151,7 @@ def train(
             batches = epoch_batches(run, state.epoch)
             stage_steps = run.steps_per_epoch * run.stage.epochs
             model.train()
-            if callable(getattr(model, "begin_epoch", None)):
-                model.begin_epoch(state.epoch)  # curricula that switch at an epoch (DUDA+AUX ξ)
+            model.begin_epoch(state.epoch)  # curricula that switch at an epoch (DUDA+AUX ξ)
             for batch_index in range(state.batch_in_epoch, len(batches)):
                 n_global, batch = get_batch(run, batches[batch_index])
                 if batch is None:  # a last batch shorter than the number of processes
@@ -220,14 +219,7 @@ def enter_stage(run: Run, state: RunState) -> None:
     named = named_parameters(run.model, run.backbone)
     frozen = freeze_parameters(named, stage.freeze, run.trainable)
     run.objectives = dict(stage.objectives)
-    setter = getattr(run.model, "set_training_stage", None)
-    if callable(setter):
-        setter(stage.name, dict(stage.objectives), dict(stage.model_options))
-    elif stage.model_options:
-        raise UsageError(
-            f"stage '{stage.name}' sets model_options, but model '{run.config.model}' has no "
-            "set_training_stage(name, objectives, options) to take them"
-        )
+    run.model.set_training_stage(stage.name, dict(stage.objectives), dict(stage.model_options))
     needs_grad = {n for n, p in named if p.requires_grad}
     if run.info.enabled and needs_grad != run.wrapped:
         # DDP registers the parameters that need gradients when it wraps: wrap again.
@@ -432,7 +424,7 @@ def run_result(
 
 
 def _fit_once(
-    model: Any,
+    model: LearnedCaptioner,
     config: TrainConfig,
     train_data: TrainingData,
     val_data: TrainingData,
@@ -447,7 +439,7 @@ def _fit_once(
         f"{config.model} has no trainable parameters: fitting once on {len(train_data.examples)} examples"
     )
     model.fit(train_data.example_batches(list(range(len(train_data.examples))), config.batch_size))
-    record = validate(model, val_data, config, _device_of(model), with_nll=False)
+    record = validate(model, val_data, config, str(model.device), with_nll=False)
     record.update(epoch=1, step=0)
     score = record.get(config.val_metric)
     if info.is_main:
@@ -477,11 +469,6 @@ def _fit_once(
         samples_per_second=len(train_data.examples) / seconds if seconds else 0.0,
         val_metric=config.val_metric,
     )
-
-
-def _device_of(model: Any) -> str:
-    params = _parameters(model)
-    return str(params[0].device) if params else "cpu"
 
 
 def _append_log(out: Path, record: dict[str, Any]) -> None:

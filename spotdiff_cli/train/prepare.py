@@ -13,6 +13,7 @@ import torch
 
 from ..atomic import atomic_write_text
 from ..captioners.checkpoint import build_captioner, read_checkpoint
+from ..captioners.learned import LearnedCaptioner
 from ..captioners.registry import create_model, image_side
 from ..captioners.vocab import Vocabulary
 from ..errors import UsageError
@@ -147,7 +148,7 @@ def build_model(
     train_data: TrainingData,
     backbone: tuple[Any, Any] | None,
     device: str,
-) -> Any:
+) -> LearnedCaptioner:
     """2. The model on ``device``: rebuilt from the checkpoint's resolved config and weights when
     resuming, else the model's defaults for this feature shape with the recipe's model_config on
     top. A fine-tuned backbone rides along as ``model.finetuned_backbone``."""
@@ -182,7 +183,7 @@ def build_model(
 
 
 def initialise(
-    model: Any,
+    model: LearnedCaptioner,
     source: dict[str, Any],
     config: TrainConfig,
     backbone: tuple[Any, Any] | None,
@@ -215,7 +216,7 @@ def initialise(
 def write_run_files(
     out: Path,
     config: TrainConfig,
-    model: Any,
+    model: LearnedCaptioner,
     vocab: Vocabulary,
     root: Path,
     info: dist.DistInfo,
@@ -237,11 +238,11 @@ def write_run_files(
     atomic_write_text(out / "vocab.json", json.dumps(vocab.to_dict()) + "\n")
 
 
-def trained_by_gradient(model: Any, config: TrainConfig, backbone: tuple[Any, Any] | None) -> bool:
+def trained_by_gradient(
+    model: LearnedCaptioner, config: TrainConfig, backbone: tuple[Any, Any] | None
+) -> bool:
     """2. False for a model fitted once instead (``fit`` and no trainable parameters: nn)."""
-    if callable(getattr(model, "fit", None)) and not any(
-        p.requires_grad for p in _parameters(model)
-    ):
+    if not model.trained_by_gradient:
         if backbone is not None:
             raise UsageError(
                 f"{config.model} is not trained by gradient steps: finetune_backbone needs a model "
@@ -249,7 +250,3 @@ def trained_by_gradient(model: Any, config: TrainConfig, backbone: tuple[Any, An
             )
         return False
     return True
-
-
-def _parameters(model: Any) -> list[Any]:
-    return list(model.parameters()) if hasattr(model, "parameters") else []

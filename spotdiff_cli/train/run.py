@@ -16,6 +16,7 @@ import numpy as np
 import torch
 
 from ..captioners.features import with_grids
+from ..captioners.learned import LearnedCaptioner
 from . import distributed as dist
 from .batches import TrainingData
 from .recipes import Stage, TrainConfig
@@ -77,7 +78,7 @@ class Run:
     info: dist.DistInfo
     device: str
     out: Path
-    model: Any
+    model: LearnedCaptioner
     train_data: TrainingData
     val_data: TrainingData
     optimizer: torch.optim.Optimizer
@@ -109,7 +110,7 @@ class Run:
 
 def make_run(
     config: TrainConfig,
-    model: Any,
+    model: LearnedCaptioner,
     *,
     info: dist.DistInfo,
     device: str,

@@ -9,6 +9,7 @@ from typing import Any
 import torch
 
 from ..captioners.features import move_batch, with_grids
+from ..captioners.learned import LearnedCaptioner
 from ..errors import UsageError
 from .batches import TrainingData
 from .recipes import TrainConfig
@@ -17,7 +18,7 @@ from .run import Progress
 CHANGED = "changed/"  # val_metric prefix: the metric on the validation pairs that hold a change
 
 
-def check_val_metric(config: TrainConfig, model: Any, val_data: TrainingData) -> None:
+def check_val_metric(config: TrainConfig, model: LearnedCaptioner, val_data: TrainingData) -> None:
     """2. ``val_metric`` must be a number validation reports: a caption metric, one on the pairs
     that hold a change (``changed/CIDEr``), perplexity, or one the model adds
     (``validation_metrics``)."""
@@ -27,7 +28,7 @@ def check_val_metric(config: TrainConfig, model: Any, val_data: TrainingData) ->
         *ALL_METRICS,
         *(f"{CHANGED}{m}" for m in ALL_METRICS),
         "perplexity",
-        *getattr(model, "validation_metrics", ()),
+        *model.validation_metrics,
     ]
     if config.val_metric in known and config.val_metric.startswith(CHANGED):
         scored = val_data.pairs[: config.val_limit] if config.val_limit else val_data.pairs
@@ -54,7 +55,7 @@ def check_val_metric(config: TrainConfig, model: Any, val_data: TrainingData) ->
 
 
 def validate(
-    model: Any,
+    model: LearnedCaptioner,
     data: TrainingData,
     config: TrainConfig,
     device: str,
@@ -82,11 +83,9 @@ def validate(
     with torch.no_grad():
         for index, batch in enumerate(batches):
             batch = move_batch(batch, device)
-            finetuned = getattr(model, "finetuned_backbone", None)
-            if (
-                finetuned is not None
-            ):  # fine-tuning: images -> grids with the backbone being trained
-                batch = with_grids(batch, finetuned)
+            if model.finetuned_backbone is not None:
+                # fine-tuning: images -> grids with the backbone being trained
+                batch = with_grids(batch, model.finetuned_backbone)
             if with_nll:
                 out = model.loss(batch)
                 nll += float(out["nll"])
@@ -126,11 +125,10 @@ def validate(
                     session=session,
                 )
                 record[config.val_metric] = round(subset.scores.get(metric, 0.0), 6)
-    extra_scores = getattr(model, "validation_scores", None)
-    if callable(extra_scores):
+    if model.validation_metrics:  # what the model adds: validation_scores gives them
         model.eval()
         with torch.no_grad():
-            record.update(extra_scores([move_batch(b, device) for b in batches]))
+            record.update(model.validation_scores([move_batch(b, device) for b in batches]))
         model.train()
     record["perplexity"] = math.exp(min(50.0, nll / tokens)) if tokens else None
     record["pairs"] = len(hypotheses)

@@ -1,7 +1,6 @@
 """CLIP4IDC (Guo et al., "CLIP4IDC: CLIP for Image Difference Captioning", 2022;
 ``papers/clip4idc-2022.txt``): a ViT with N_intra per-image and N_inter joint layers over a pair,
-adapted to the captions' domain by pair↔text retrieval, then a transformer captioner. Named in
-:data:`MODELS`.
+adapted to the captions' domain by pair↔text retrieval, then a transformer captioner. Registered below.
 
 This package registers the name and holds its config; it imports no torch. The model lives in
 ``model.py`` (the vision encoder and the CLIP loader in ``vision.py``; the language encoder is
@@ -26,24 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ModelError
-from ..configured import (
-    check_multiples,
-    check_settings,
-    feature_config,
-    lazy_classes,
-    register_family,
-)
-
-# name -> (module, class, what `spotdiff models` says).
-MODELS: dict[str, tuple[str, str, str]] = {
-    "clip4idc": (
-        "model",
-        "CLIP4IDCCaptioner",
-        "ViT with per-image (intra) and joint (inter) layers over a pair tagged before/after, "
-        "adapted by symmetric pair<->text InfoNCE retrieval, then a transformer captioner; "
-        "default: ViT over efficientnet-lite0 cells + MiniLM text, or local CLIP by path (CLIP4IDC)",
-    ),
-}
+from ..configured import LearnedFamily, check_multiples, check_settings, feature_config
 
 TEXT_SOURCES = ("minilm", "scratch")  # or a local folder path
 
@@ -89,15 +71,12 @@ _TINY: dict[str, Any] = {
 }
 
 
-model_class, __getattr__ = lazy_classes(__name__, MODELS)
-
-
 def default_config(
     name: str, channels: int, grid: tuple[int, int] | list[int], tiny: bool = False
 ) -> dict[str, Any]:
     """The resolved config of model ``name`` for backbone features (channels, h, w); ``tiny``
     gives small sizes (tests)."""
-    config = {**feature_config("clip4idc", name, list(MODELS), channels, grid), **_DEFAULTS}
+    config = {**feature_config("clip4idc", name, FAMILY.names, channels, grid), **_DEFAULTS}
     if tiny:
         config.update(_TINY)
     return config
@@ -122,6 +101,25 @@ def check_config(name: str, config: dict[str, Any]) -> None:
         raise ModelError(f"'{name}' setting 'text_max_len' must be at least 4")
 
 
-register_family("clip4idc", MODELS, default_config, model_class, check_config)
+FAMILY = LearnedFamily(
+    "clip4idc",
+    default_config,
+    check_config,
+    # Added after the first checkpoints; a config without it reads as the behaviour of that time.
+    later=("repetition_guard",),
+)
 
-__all__ = ["MODELS", "TEXT_SOURCES", "check_config", "default_config", "model_class"]
+
+@FAMILY.model(
+    "clip4idc",
+    "ViT with per-image (intra) and joint (inter) layers over a pair tagged before/after, "
+    "adapted by symmetric pair<->text InfoNCE retrieval, then a transformer captioner; "
+    "default: ViT over efficientnet-lite0 cells + MiniLM text, or local CLIP by path (CLIP4IDC)",
+)
+def clip4idc_class() -> type:
+    from .model import CLIP4IDCCaptioner
+
+    return CLIP4IDCCaptioner
+
+
+__all__ = ["FAMILY", "TEXT_SOURCES", "check_config", "default_config"]

@@ -48,6 +48,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import ModelError
+from ...types import Analysis
 from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..pair_vit import PairViT, clip_image_side, load_clip_vision, normalise_images
 from ..retrieval import recall_at_1
@@ -63,27 +64,6 @@ class CLIP4IDCCaptioner(GradientCaptioner):
     """``clip4idc`` (module docstring). Config: see ``clip4idc/__init__.py``'s defaults."""
 
     name: ClassVar[str] = "clip4idc"
-    config_keys: ClassVar[tuple[str, ...]] = (
-        "channels",
-        "grid",
-        "vision",
-        "width",
-        "heads",
-        "intra_layers",
-        "inter_layers",
-        "embed_dim",
-        "text",
-        "text_width",
-        "text_layers",
-        "text_heads",
-        "text_max_len",
-        "logit_scale",
-        "caption_layers",
-        "decoder_layers",
-        "decoder_heads",
-        "hidden_size",
-        "dropout",
-    )
     # Numbers validation_scores adds to a validation record (a recipe's val_metric may pick one).
     validation_metrics: ClassVar[tuple[str, ...]] = ("R@1", "R@1-hard", "R@1-p2t")
     # spotdiff eval's R@1 (evaluate/protocols.py): a caption retrieves its pair among pairs.
@@ -316,16 +296,16 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         }
 
     def retrieval_embeddings(
-        self, batch: Batch, sentences: list[str]
+        self, analysis: Analysis, sentences: list[str]
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """For a one-pair batch (``analysis_batch``) and captions of it: (text embeddings g
+        """For an analysed pair (its ``analysis_batch``) and captions of it: (text embeddings g
         (len(sentences), E), v of the pair (E,), v of (before, before) (E,)), on the CPU: what
         ``spotdiff eval`` gathers for :func:`~spotdiff_cli.captioners.retrieval.recall_at_1`."""
         was_training = self.training
         self.eval()
         try:
             with torch.no_grad():
-                batch = self._prepare(batch)
+                batch = self._prepare(self.analysis_batch(analysis))
                 g = self.embed_texts(list(sentences) or [""])
                 v = self.embed_pairs(self.encode(batch))
                 still = self.embed_pairs(self.encode(batch, same=True))
@@ -360,7 +340,7 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         family's), or with ``vision`` the images at CLIP's input size."""
         if not self.pixels:
             return super().analysis_batch(analysis)
-        cached = getattr(self, "_analysis_cache", None)
+        cached = self._analysis_cache
         if cached is not None and cached[0] is analysis:
             return cached[1]
         from ..features import resize_for_backbone

@@ -1,6 +1,7 @@
 """The robust-change-captioning family: ``duda`` (Dual Dynamic Attention, Park et al., ICCV 2019;
 the primary network of ``papers/duda-aux-composed-retrieval-2021.txt``) and ``duda-aux`` (DUDA
-trained with that paper's composed-query retrieval auxiliary task), named in :data:`MODELS`.
+trained with that paper's composed-query retrieval auxiliary task), each registered below by the
+function that gives its class.
 
 This package registers the family's names and holds their configs; it imports no torch. The
 models live in ``model.py`` and ``aux.py`` (imported when one is built). Built like the Spot-the-diff family
@@ -19,24 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..configured import feature_config, lazy_classes, register_family
-
-# name -> (module, class, what `spotdiff models` says).
-MODELS: dict[str, tuple[str, str, str]] = {
-    "duda": (
-        "model",
-        "DUDACaptioner",
-        "dual attention over before/after conditioned on their difference, and a dynamic speaker "
-        "choosing among before, difference and after per word (Robust Change Captioning)",
-    ),
-    "duda-aux": (
-        "aux",
-        "DUDAAuxCaptioner",
-        "duda trained with an auxiliary composed-query retrieval task: TIRG retrieves the after "
-        "image from the before image and the speaker's soft word embeddings, easy then hard "
-        "candidates, (1-γ)L_pri + γL_aux (DUDA+AUX, CVPR 2021)",
-    ),
-}
+from ..configured import LearnedFamily, feature_config
 
 # The released code's sizes (configs/config.py, dynamic.yaml; model.py's docstring says what
 # each one is). The papers give none of them.
@@ -77,15 +61,12 @@ _TINY: dict[str, Any] = {
 }
 
 
-model_class, __getattr__ = lazy_classes(__name__, MODELS)
-
-
 def default_config(
     name: str, channels: int, grid: tuple[int, int] | list[int], tiny: bool = False
 ) -> dict[str, Any]:
     """The resolved config of model ``name`` for backbone features (channels, h, w); ``tiny``
     gives small sizes (tests). Set ``backbone`` to match the cached features you train on."""
-    config = {**feature_config("robust-change", name, list(MODELS), channels, grid), **_DEFAULTS}
+    config = {**feature_config("robust-change", name, FAMILY.names, channels, grid), **_DEFAULTS}
     if name == "duda-aux":
         config.update(_AUX_DEFAULTS)
     if tiny:
@@ -93,12 +74,37 @@ def default_config(
     return config
 
 
-register_family("duda", MODELS, default_config, model_class)
+FAMILY = LearnedFamily(
+    "duda",
+    default_config,
+    # Added after the first checkpoints; a config without it reads as the behaviour of that time.
+    later=("repetition_guard",),
+)
 
-__all__ = [
-    "MODELS",
-    "MODEL_CLASSES",
-    "default_config",
-    "model_class",
-    *(cls_name for _, cls_name, _ in MODELS.values()),
-]
+
+# The family's names, each registered by the function that gives its class (importing torch only
+# when a model is built).
+@FAMILY.model(
+    "duda",
+    "dual attention over before/after conditioned on their difference, and a dynamic speaker "
+    "choosing among before, difference and after per word (Robust Change Captioning)",
+)
+def duda_class() -> type:
+    from .model import DUDACaptioner
+
+    return DUDACaptioner
+
+
+@FAMILY.model(
+    "duda-aux",
+    "duda trained with an auxiliary composed-query retrieval task: TIRG retrieves the after "
+    "image from the before image and the speaker's soft word embeddings, easy then hard "
+    "candidates, (1-γ)L_pri + γL_aux (DUDA+AUX, CVPR 2021)",
+)
+def duda_aux_class() -> type:
+    from .aux import DUDAAuxCaptioner
+
+    return DUDAAuxCaptioner
+
+
+__all__ = ["FAMILY", "default_config"]

@@ -93,6 +93,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import ModelError
+from ...types import Analysis
 from ..learned import EOS, PAD, Batch
 from ..retrieval import recall_at_1
 from ..vocab import Vocabulary
@@ -218,16 +219,6 @@ class DUDAAuxCaptioner(DUDACaptioner):
     """
 
     name: ClassVar[str] = "duda-aux"
-    config_keys: ClassVar[tuple[str, ...]] = (
-        *DUDACaptioner.config_keys,
-        "gamma",
-        "aux_embed_size",
-        "aux_size",
-        "aux_dropout",
-        "aux_scale",
-        "candidates",
-        "alternate",
-    )
     # Numbers validation_scores adds to a validation record (a recipe's val_metric may pick one).
     validation_metrics: ClassVar[tuple[str, ...]] = ("R@1", "R@1-hard")
 
@@ -377,16 +368,16 @@ class DUDAAuxCaptioner(DUDACaptioner):
         return {"R@1": round(recall.easy, 6), "R@1-hard": round(recall.hard, 6)}
 
     def retrieval_embeddings(
-        self, batch: Batch, sentences: list[str]
+        self, analysis: Analysis, sentences: list[str]
     ) -> tuple[Tensor, Tensor, Tensor]:
-        """For a one-pair batch (``analysis_batch``) and captions of it: (queries k(A, E_C)
+        """For an analysed pair (its ``analysis_batch``) and captions of it: (queries k(A, E_C)
         (len(sentences), d_r), g(B) (d_r,), g(A) (d_r,)), on the CPU. What ``spotdiff eval``
         gathers over a split for :func:`~spotdiff_cli.captioners.retrieval.recall_at_1`."""
         was_training = self.training
         self.eval()
         try:
             with torch.no_grad():
-                batch = self._prepare(batch)
+                batch = self._prepare(self.analysis_batch(analysis))
                 ids = [self.vocab.encode(s) for s in sentences] or [self.vocab.encode("")]
                 width = max(len(i) for i in ids)
                 tokens = torch.full((len(ids), width), PAD, dtype=torch.long, device=self.device)

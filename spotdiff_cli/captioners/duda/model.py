@@ -271,19 +271,6 @@ class DUDACaptioner(GradientCaptioner):
     """
 
     name: ClassVar[str] = "duda"
-    config_keys: ClassVar[tuple[str, ...]] = (
-        "channels",
-        "grid",
-        "coordinates",
-        "attention_size",
-        "attention_dropout",
-        "embed_size",
-        "fusion_size",
-        "hidden_size",
-        "dropout",
-        "attention_l1",
-        "entropy_weight",
-    )
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
         super().__init__(config, vocab)

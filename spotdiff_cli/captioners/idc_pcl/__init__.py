@@ -2,7 +2,7 @@
 AAAI 2022; ``papers/idc-pcl-pretraining-slides.txt``): a shared single-image encoder, a pair-image
 encoder and a BERT-shaped cross-modal transformer, pre-trained with MLM, masked visual contrastive
 learning (MVCL) and fine-grained difference aligning (FDA, hard negatives rewritten from the gold
-annotations), then fine-tuned as a captioner under a uni-directional mask. Named in :data:`MODELS`.
+annotations), then fine-tuned as a captioner under a uni-directional mask. Registered below.
 
 This package registers the name and holds its config; it imports no torch. The model lives in
 ``model.py`` (the stream and the BERT loader in ``cross_modal.py``, FDA's rewrites in
@@ -25,24 +25,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ModelError
-from ..configured import (
-    check_multiples,
-    check_settings,
-    feature_config,
-    lazy_classes,
-    register_family,
-)
-
-# name -> (module, class, what `spotdiff models` says).
-MODELS: dict[str, tuple[str, str, str]] = {
-    "idc-pcl": (
-        "model",
-        "IDCPCLCaptioner",
-        "shared single-image + pair-image encoders and a BERT-shaped cross-modal transformer, "
-        "pre-trained with MLM, masked visual contrast and hard-negative difference aligning, then "
-        "fine-tuned with a uni-directional mask; from scratch or a local BERT by path (IDC-PCL)",
-    ),
-}
+from ..configured import LearnedFamily, check_multiples, check_settings, feature_config
 
 # The paper's sizes: BERT-base (768 wide, 12 heads, 12 layers) for the stream. The defaults below
 # train on two CPU cores; model.py says what each is.
@@ -75,15 +58,12 @@ _TINY: dict[str, Any] = {
 }
 
 
-model_class, __getattr__ = lazy_classes(__name__, MODELS)
-
-
 def default_config(
     name: str, channels: int, grid: tuple[int, int] | list[int], tiny: bool = False
 ) -> dict[str, Any]:
     """The resolved config of model ``name`` for backbone features (channels, h, w); ``tiny``
     gives small sizes (tests)."""
-    config = {**feature_config("idc-pcl", name, list(MODELS), channels, grid), **_DEFAULTS}
+    config = {**feature_config("idc-pcl", name, FAMILY.names, channels, grid), **_DEFAULTS}
     if tiny:
         config.update(_TINY)
     return config
@@ -104,6 +84,25 @@ def check_config(name: str, config: dict[str, Any]) -> None:
         raise ModelError(f"'{name}' needs at least one image layer (single_layers + pair_layers)")
 
 
-register_family("idc-pcl", MODELS, default_config, model_class, check_config)
+FAMILY = LearnedFamily(
+    "idc-pcl",
+    default_config,
+    check_config,
+    # Added after the first checkpoints; a config without it reads as the behaviour of that time.
+    later=("repetition_guard",),
+)
 
-__all__ = ["MODELS", "check_config", "default_config", "model_class"]
+
+@FAMILY.model(
+    "idc-pcl",
+    "shared single-image + pair-image encoders and a BERT-shaped cross-modal transformer, "
+    "pre-trained with MLM, masked visual contrast and hard-negative difference aligning, then "
+    "fine-tuned with a uni-directional mask; from scratch or a local BERT by path (IDC-PCL)",
+)
+def idc_pcl_class() -> type:
+    from .model import IDCPCLCaptioner
+
+    return IDCPCLCaptioner
+
+
+__all__ = ["FAMILY", "check_config", "default_config"]

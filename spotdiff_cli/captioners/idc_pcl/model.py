@@ -62,23 +62,6 @@ class IDCPCLCaptioner(GradientCaptioner):
     """``idc-pcl`` (module docstring). Config: see ``idc_pcl/__init__.py``'s defaults."""
 
     name: ClassVar[str] = "idc-pcl"
-    config_keys: ClassVar[tuple[str, ...]] = (
-        "channels",
-        "grid",
-        "width",
-        "heads",
-        "single_layers",
-        "pair_layers",
-        "bert",
-        "cross_width",
-        "cross_layers",
-        "cross_heads",
-        "text_max_len",
-        "mlm_prob",
-        "mvcl_prob",
-        "temperature",
-        "dropout",
-    )
     stage_options: ClassVar[tuple[str, ...]] = ("fda_data", "fda_negatives")
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:

@@ -1,6 +1,6 @@
 """OneDiff (Hu et al., "OneDiff: A Generalist Model for Image Difference Captioning", 2024;
 ``papers/onediff-2024.txt``): a siamese image encoder, the Visual Delta Module, a projector and a
-causal language model, trained with Coupled Sample Training. Named in :data:`MODELS`.
+causal language model, trained with Coupled Sample Training. Registered below.
 
 This package registers the name and holds its config; it imports no torch. The model lives in
 ``model.py`` (the Visual Delta Module in ``vdm.py``, the language models in ``lm.py``, the CLIP
@@ -26,24 +26,7 @@ from __future__ import annotations
 from typing import Any
 
 from ...errors import ModelError
-from ..configured import (
-    check_multiples,
-    check_settings,
-    feature_config,
-    lazy_classes,
-    register_family,
-)
-
-# name -> (module, class, what `spotdiff models` says).
-MODELS: dict[str, tuple[str, str, str]] = {
-    "onediff": (
-        "model",
-        "OneDiffCaptioner",
-        "siamese encoder + Visual Delta Module (learnable delta tokens, alternating self/cross "
-        "attention over 3 feature levels of both images) + MLP projector + causal LM (a small "
-        "GPT-2 trained here, or a local Hugging Face LM by path); Coupled Sample Training (OneDiff)",
-    ),
-}
+from ..configured import LearnedFamily, check_multiples, check_settings, feature_config
 
 # §5.1 gives the published sizes (CLIP-L/14, 6-layer BERT-base VDM with 32 delta tokens, a
 # two-layer MLP, Vicuna-7B); the defaults below are what trains on two CPU cores with the
@@ -82,15 +65,12 @@ _TINY: dict[str, Any] = {
 }
 
 
-model_class, __getattr__ = lazy_classes(__name__, MODELS)
-
-
 def default_config(
     name: str, channels: int, grid: tuple[int, int] | list[int], tiny: bool = False
 ) -> dict[str, Any]:
     """The resolved config of model ``name`` for backbone features (channels, h, w); ``tiny``
     gives small sizes (tests)."""
-    config = {**feature_config("onediff", name, list(MODELS), channels, grid), **_DEFAULTS}
+    config = {**feature_config("onediff", name, FAMILY.names, channels, grid), **_DEFAULTS}
     config["levels"] = list(_DEFAULTS["levels"])
     config["level_channels"] = list(_DEFAULTS["level_channels"])
     if tiny:
@@ -111,6 +91,25 @@ def check_config(name: str, config: dict[str, Any]) -> None:
         raise ModelError(f"'{name}' needs at least one delta token and one VDM layer")
 
 
-register_family("onediff", MODELS, default_config, model_class, check_config)
+FAMILY = LearnedFamily(
+    "onediff",
+    default_config,
+    check_config,
+    # Added after the first checkpoints; a config without it reads as the behaviour of that time.
+    later=("repetition_guard",),
+)
 
-__all__ = ["MODELS", "MODEL_CLASSES", "check_config", "default_config", "model_class"]
+
+@FAMILY.model(
+    "onediff",
+    "siamese encoder + Visual Delta Module (learnable delta tokens, alternating self/cross "
+    "attention over 3 feature levels of both images) + MLP projector + causal LM (a small "
+    "GPT-2 trained here, or a local Hugging Face LM by path); Coupled Sample Training (OneDiff)",
+)
+def onediff_class() -> type:
+    from .model import OneDiffCaptioner
+
+    return OneDiffCaptioner
+
+
+__all__ = ["FAMILY", "check_config", "default_config"]

@@ -99,26 +99,6 @@ class OneDiffCaptioner(GradientCaptioner):
     docstring). Config: see ``onediff/__init__.py``'s defaults."""
 
     name: ClassVar[str] = "onediff"
-    config_keys: ClassVar[tuple[str, ...]] = (
-        "channels",
-        "grid",
-        "vision",
-        "levels",
-        "level_channels",
-        "level_pool",
-        "vdm",
-        "delta_tokens",
-        "vdm_layers",
-        "vdm_width",
-        "vdm_heads",
-        "lm",
-        "lm_width",
-        "lm_layers",
-        "lm_heads",
-        "lm_positions",
-        "dropout",
-        "cst_max_len",
-    )
     stage_options: ClassVar[tuple[str, ...]] = ("cst_ratio", "cst_data", "cst_objects")
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
@@ -385,7 +365,7 @@ class OneDiffCaptioner(GradientCaptioner):
     def analysis_batch(self, analysis: Any) -> Batch:
         """The one-pair batch of an analysed pair: the backbone's final grid and the lower
         levels (or, with ``vision``, the images at the CLIP input size), computed once."""
-        cached = getattr(self, "_analysis_cache", None)
+        cached = self._analysis_cache
         if cached is not None and cached[0] is analysis:
             return cached[1]
         from ..features import backbone_features, get_backbone, resize_for_backbone
@@ -407,7 +387,7 @@ class OneDiffCaptioner(GradientCaptioner):
                 "before": stacked[0][None],
             }
         else:
-            backbone = getattr(self, "finetuned_backbone", None) or get_backbone(
+            backbone = self.finetuned_backbone or get_backbone(
                 self.config.get("backbone", "efficientnet_lite0"), device
             )
             size = int(self.config.get("input_size", 0))

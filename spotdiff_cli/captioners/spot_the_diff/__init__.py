@@ -1,11 +1,11 @@
 """The Spot-the-diff model family (Jhamtani & Berg-Kirkpatrick, EMNLP 2018;
 ``papers/spot-the-diff-ddla-2018.txt``): the nearest-neighbour, attention (CAPT) and latent
-alignment (DDLA) models of its §4, named in :data:`MODELS`.
+alignment (DDLA) models of its §4, each registered below by the function that gives its class.
 
-This package registers the family's names and factories and holds their configs; it imports no
-torch. Modules, imported when a model is built: ``common`` (pair encoder, soft-attention LSTM
-decoder, base class), ``neighbours`` (nn baselines), ``capt`` (attention baselines), ``ddla``
-(latent alignment model).
+This package registers the family's names and holds their configs; it imports no torch. Modules,
+imported when a model is built: ``common`` (pair encoder, soft-attention LSTM decoder),
+``neighbours`` (nn baselines), ``capt`` (attention baselines), ``ddla`` (latent alignment model);
+their base class is ``captioners/learned.py``'s.
 
 Every model is ``cls(config, vocab)`` with ``config`` from :func:`default_config` (plain types, so
 it goes into a checkpoint as is). Through the registry::
@@ -22,52 +22,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..configured import check_settings, feature_config, lazy_classes, register_family
-
-# The family's one list of names: name -> (module, class, what `spotdiff models` says). Importing
-# this package registers them without importing torch; a model's module is imported when it is
-# built. Each class states the same name in its ``name`` attribute (what checkpoints record).
-MODELS: dict[str, tuple[str, str, str]] = {
-    "nn": (
-        "neighbours",
-        "NearestNeighbourCaptioner",
-        "nearest training pair by pooled before/after/difference features; copies a random sentence of its annotation",
-    ),
-    "nn-multi": (
-        "neighbours",
-        "NearestNeighbourMultiCaptioner",
-        "nearest training pair by pooled before/after/difference features; copies its whole description",
-    ),
-    "capt": (
-        "capt",
-        "AttentionCaptioner",
-        "LSTM with soft attention over both images' feature grids; one sentence",
-    ),
-    "capt-masked": (
-        "capt",
-        "MaskedAttentionCaptioner",
-        "capt with attention multiplied by the union of the cluster masks",
-    ),
-    "capt-multi": (
-        "capt",
-        "MultiAttentionCaptioner",
-        "capt trained on the whole description (sentences joined by <sep>)",
-    ),
-    "ddla-uniform": (
-        "ddla",
-        "UniformDDLACaptioner",
-        "latent cluster alignment per sentence with a uniform prior; a random cluster, or the largest boxes for several sentences",
-    ),
-    "ddla": (
-        "ddla",
-        "DDLACaptioner",
-        "latent cluster alignment per sentence, learned log-linear prior, marginal likelihood (Spot-the-diff)",
-    ),
-}
-
-
-model_class, __getattr__ = lazy_classes(__name__, MODELS)
-
+from ..configured import LearnedFamily, feature_config
 
 # The paper gives no sizes beyond the 14x14 ResNet grid and Adam with batches of 8 (§3.2, §4); these
 # are the usual show-attend-tell values, small enough to train on one GPU in an hour.
@@ -110,7 +65,7 @@ def default_config(
     ``tiny`` gives small hidden sizes (tests). The backbone name defaults to the embedded
     ``efficientnet_lite0``; set ``backbone`` to match the cached features you train on.
     """
-    config = feature_config("Spot-the-diff", name, list(MODELS), channels, grid)
+    config = feature_config("Spot-the-diff", name, FAMILY.names, channels, grid)
     if name.startswith("nn"):
         config["n_neighbors"] = 1  # the paper's single nearest pair
         config["pair_difference"] = True  # |F2 - F1| in the pair feature (the paper: [F1, F2])
@@ -126,21 +81,80 @@ def default_config(
     return config
 
 
-def check_config(name: str, config: dict[str, Any]) -> None:
-    """Raise ``ModelError`` for the first setting of model ``name`` whose value is not of the kind
-    :func:`default_config` gives it (a damaged or foreign checkpoint's stored config, a recipe's
-    ``model_config``): an int where an int is expected (not a bool), a number for a float, a
-    positive (h, w) pair for ``grid``, a string for a name. Missing keys are the class's to name."""
-    check_settings(name, config, default_config(name, 1280, (7, 7)))
+# A config's values must be of the kinds default_config gives (configured.check_settings).
+FAMILY = LearnedFamily(
+    "spot-the-diff",
+    default_config,
+    # Added after the first checkpoints; a config without them reads as the behaviour of that time.
+    later=(*_DECODER_OPTIONS, "selection", "selection_seed"),
+)
 
 
-register_family("spot-the-diff", MODELS, default_config, model_class, check_config)
+# The family's names, each registered by the function that gives its class (importing torch only
+# when a model is built). Each class states the same name in its ``name`` (what checkpoints record).
+@FAMILY.model(
+    "nn",
+    "nearest training pair by pooled before/after/difference features; copies a random "
+    "sentence of its annotation",
+)
+def nn_class() -> type:
+    from .neighbours import NearestNeighbourCaptioner
 
-__all__ = [
-    "MODELS",
-    "MODEL_CLASSES",
-    "check_config",
-    "default_config",
-    "model_class",
-    *(cls_name for _, cls_name, _ in MODELS.values()),
-]
+    return NearestNeighbourCaptioner
+
+
+@FAMILY.model(
+    "nn-multi",
+    "nearest training pair by pooled before/after/difference features; copies its whole "
+    "description",
+)
+def nn_multi_class() -> type:
+    from .neighbours import NearestNeighbourMultiCaptioner
+
+    return NearestNeighbourMultiCaptioner
+
+
+@FAMILY.model("capt", "LSTM with soft attention over both images' feature grids; one sentence")
+def capt_class() -> type:
+    from .capt import AttentionCaptioner
+
+    return AttentionCaptioner
+
+
+@FAMILY.model("capt-masked", "capt with attention multiplied by the union of the cluster masks")
+def capt_masked_class() -> type:
+    from .capt import MaskedAttentionCaptioner
+
+    return MaskedAttentionCaptioner
+
+
+@FAMILY.model("capt-multi", "capt trained on the whole description (sentences joined by <sep>)")
+def capt_multi_class() -> type:
+    from .capt import MultiAttentionCaptioner
+
+    return MultiAttentionCaptioner
+
+
+@FAMILY.model(
+    "ddla-uniform",
+    "latent cluster alignment per sentence with a uniform prior; a random cluster, or the "
+    "largest boxes for several sentences",
+)
+def ddla_uniform_class() -> type:
+    from .ddla import UniformDDLACaptioner
+
+    return UniformDDLACaptioner
+
+
+@FAMILY.model(
+    "ddla",
+    "latent cluster alignment per sentence, learned log-linear prior, marginal likelihood "
+    "(Spot-the-diff)",
+)
+def ddla_class() -> type:
+    from .ddla import DDLACaptioner
+
+    return DDLACaptioner
+
+
+__all__ = ["FAMILY", "default_config"]

@@ -21,16 +21,6 @@ from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
 from .common import DecoderState, build_decoder, build_encoder, safe_masks
 
-_DECODER_KEYS = (
-    "channels",
-    "grid",
-    "feature_size",
-    "embed_size",
-    "hidden_size",
-    "attention_size",
-    "dropout",
-)
-
 
 class AttentionCaptioner(GradientCaptioner):
     """``capt``: LSTM with soft attention over the before/after/difference grid (§4 CAPT).
@@ -44,7 +34,6 @@ class AttentionCaptioner(GradientCaptioner):
     name: ClassVar[str] = "capt"
     masked: ClassVar[bool] = False
     multi: ClassVar[bool] = False
-    config_keys: ClassVar[tuple[str, ...]] = _DECODER_KEYS
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
         super().__init__(config, vocab)

@@ -6,7 +6,7 @@ Notation follows Spot-the-diff (Jhamtani & Berg-Kirkpatrick, 2018; ``papers/spot
 ``F1, F2`` are the grid features of the two images (§3.2 "Visual encoder"), ``C_k`` the cluster
 masks projected to the grid, ``g(z)`` the four prior features of a cluster.
 
-Batches follow ``docs/training-interfaces.md``: ``before``/``after`` (B, C, h, w), ``cluster_masks``
+Batches are ``captioners/batch.py``'s: ``before``/``after`` (B, C, h, w), ``cluster_masks``
 (B, K, h, w), ``cluster_valid`` (B, K), ``cluster_feats`` (B, K, 4), ``tokens`` (B, S, T),
 ``sentence_valid`` (B, S), ``multi_tokens`` (B, T2).
 """

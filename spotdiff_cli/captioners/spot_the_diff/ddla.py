@@ -105,18 +105,6 @@ class DDLACaptioner(GradientCaptioner):
     name: ClassVar[str] = "ddla"
     uniform_prior: ClassVar[bool] = False
     takes_sentence_count: ClassVar[bool] = True
-    config_keys: ClassVar[tuple[str, ...]] = (
-        "channels",
-        "grid",
-        "feature_size",
-        "embed_size",
-        "hidden_size",
-        "attention_size",
-        "dropout",
-        "max_count",
-        "count_weight",
-        "nms_iou",
-    )
 
     def __init__(self, config: dict[str, Any], vocab: Vocabulary) -> None:
         super().__init__(config, vocab)

@@ -34,7 +34,7 @@ import torch
 from torch import Tensor
 
 from ...errors import ModelError
-from ..learned import EOS, PAD, Batch, Generated, SpotTheDiffCaptioner
+from ..learned import EOS, PAD, Batch, Generated, LearnedCaptioner
 from ..vocab import Vocabulary, tokenize
 
 
@@ -69,7 +69,7 @@ def most_typical(sentences: Sequence[str]) -> str:
     return sentences[best]
 
 
-class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
+class NearestNeighbourCaptioner(LearnedCaptioner):
     """``nn``: one sentence copied from the nearest training pair(s).
 
     Config: ``channels``, ``grid`` ([h, w]), ``backbone``, ``n_neighbors`` (descriptions pooled
@@ -80,7 +80,7 @@ class NearestNeighbourCaptioner(SpotTheDiffCaptioner):
 
     name: ClassVar[str] = "nn"
     multi: ClassVar[bool] = False
-    config_keys: ClassVar[tuple[str, ...]] = ("channels", "grid", "n_neighbors")
+    trained_by_gradient: ClassVar[bool] = False  # the loop calls fit() once
     selections: ClassVar[tuple[str, ...]] = ("paper", "typical")
     legacy_selection: ClassVar[str] = "typical"
 
