@@ -157,3 +157,59 @@ def test_the_checker_sees_a_loop_and_an_upward_import(tmp_path, monkeypatch):
     assert "spotdiff_cli.analysis" in graph["spotdiff_cli.errors"]
     assert "spotdiff_cli.errors" in graph["spotdiff_cli.analysis"]
     assert _layer("spotdiff_cli.analysis") > _layer("spotdiff_cli.errors")
+
+
+# The model families (captioners/registry.py's FAMILY_MODULES), by module path.
+FAMILIES = (
+    "spotdiff_cli.captioners.grounded",
+    "spotdiff_cli.captioners.spot_the_diff",
+    "spotdiff_cli.captioners.duda",
+    "spotdiff_cli.captioners.onediff",
+    "spotdiff_cli.captioners.clip4idc",
+    "spotdiff_cli.captioners.idc_pcl",
+)
+
+
+def _family(module: str) -> str | None:
+    return next((f for f in FAMILIES if module == f or module.startswith(f + ".")), None)
+
+
+def test_the_families_are_the_registrys():
+    from spotdiff_cli.captioners.registry import FAMILY_MODULES
+
+    assert set(FAMILY_MODULES) == set(FAMILIES)
+
+
+def test_no_family_imports_another_familys_module():
+    """What families share lives beside them (captioners/learned.py, decoding.py, ...)."""
+    crossing = [
+        f"{a} imports {b}"
+        for a, targets in _imports(_modules()).items()
+        for b in targets
+        if _family(a) and _family(b) and _family(a) != _family(b)
+    ]
+    assert not crossing, "\n".join(sorted(crossing))
+
+
+def _probes(root: Path) -> list[str]:
+    """``getattr``/``hasattr`` calls on a model in the modules under ``root``: the training loop
+    and evaluation call the hooks of captioners/learned.py and base.py, never probe for them."""
+    found = []
+    for path in sorted(root.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if (
+                isinstance(node, ast.Call)
+                and isinstance(node.func, ast.Name)
+                and node.func.id in ("getattr", "hasattr")
+                and node.args
+                and any(word in ast.unparse(node.args[0]) for word in ("model", "captioner"))
+            ):
+                found.append(f"{path.relative_to(root.parent)}:{node.lineno}: {ast.unparse(node)}")
+    return found
+
+
+def test_train_and_evaluate_never_probe_a_model_for_a_hook(tmp_path):
+    probes = _probes(PACKAGE / "train") + _probes(PACKAGE / "evaluate")
+    assert not probes, "call the hook (it has a default), do not probe:\n" + "\n".join(probes)
+    (tmp_path / "loop.py").write_text("if callable(getattr(model, 'begin_epoch', None)): pass\n")
+    assert _probes(tmp_path)  # the check can fail
