@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 
 from spotdiff_cli.data.clevr_render import default_jobs, render_clevr_change
+from spotdiff_cli.data.clevr_scene import PRESETS
 
 
 def _same_files(a: Path, b: Path) -> bool:
@@ -27,18 +28,23 @@ def _same_files(a: Path, b: Path) -> bool:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--pairs", type=int, default=12, help="scenes per run")
-    parser.add_argument("--width", type=int, default=320)
-    parser.add_argument("--height", type=int, default=240)
+    parser.add_argument("--preset", default="clevr", help="easy, clevr or wide")
+    parser.add_argument("--width", type=int, help="default: the preset's")
+    parser.add_argument("--height", type=int, help="default: the preset's")
     parser.add_argument("--spp", type=int, default=16)
     parser.add_argument("--jobs", type=int, default=default_jobs())
     parser.add_argument("--extrapolate", type=int, default=3000, help="scenes to estimate for")
     args = parser.parse_args()
-    settings = dict(pairs=args.pairs, width=args.width, height=args.height, spp=args.spp)
+    look = PRESETS[args.preset]
+    args.width, args.height = args.width or look.width, args.height or look.height
+    settings = dict(
+        pairs=args.pairs, width=args.width, height=args.height, spp=args.spp, preset=args.preset
+    )
     with tempfile.TemporaryDirectory() as tmp:
         one = render_clevr_change(Path(tmp) / "one", jobs=1, **settings)
         many = render_clevr_change(Path(tmp) / "many", jobs=args.jobs, **settings)
         identical = _same_files(one.out, many.out)
-    size = f"{args.width}x{args.height}, {args.spp} spp"
+    size = f"{args.preset}, {args.width}x{args.height}, {args.spp} spp"
     for label, run in (("1 process", one), (f"{many.jobs} processes", many)):
         print(
             f"{label:>12}: {run.pairs} scenes ({size}) in {run.seconds:.1f} s: "

@@ -24,13 +24,19 @@ import pytest
 
 from spotdiff_cli.data import load_dataset
 from spotdiff_cli.data.clevr_scene import (
+    CAMERA_EYE,
     CHANGE_TYPES,
+    LAMP_BACK,
+    LAMP_FILL,
+    LAMP_KEY,
     MIN_GAP,
     MIN_VISIBLE,
     MOVE_MIN,
     NO_CHANGE,
+    PRESETS,
     Change,
     ClevrConfig,
+    Lamps,
     Obj,
     View,
     box_of,
@@ -76,9 +82,10 @@ def test_sampling_is_deterministic_per_seed_and_index() -> None:
         assert kinds == set(CHANGE_TYPES)
 
 
-def test_scenes_keep_clevr_rules_in_all_three_views() -> None:
-    config = ClevrConfig(pairs=40, seed=1, **SMALL)
-    w, h = config.width, config.height
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+def test_scenes_keep_clevr_rules_in_all_three_views(preset: str) -> None:
+    config = ClevrConfig(pairs=40, seed=1, preset=preset, **SMALL)
+    w, h = config.size
     for index in range(config.pairs):
         t = sample_triplet(index, config)
         assert config.min_objects <= len(t.default.objects) <= config.max_objects
@@ -114,7 +121,63 @@ def test_scenes_keep_clevr_rules_in_all_three_views() -> None:
         assert (t.nonsemantic.light != t.default.light) == ("lighting" in t.distractor)
 
 
+def test_the_easy_preset_is_the_first_renderers_look() -> None:
+    """``--preset easy`` draws exactly the scenes of ``spotdiff clevr v1`` (these numbers are
+    that version's gold for seed 3, scene 0)."""
+    config = ClevrConfig(pairs=30, seed=3, preset="easy")
+    assert (config.width, config.height, config.min_objects, config.max_objects) == (320, 240, 3, 6)
+    t = sample_triplet(0, config)
+    assert t.default.camera.eye == (6.9456, -7.1932, 5.2613)
+    assert t.default.camera.target == (0.0, 0.0, 0.0)
+    assert t.semantic.camera.eye == (6.5699, -7.0276, 5.1607)
+    assert (t.semantic.camera.roll, t.semantic.camera.fov) == (1.726, 51.7648)
+    assert t.default.light.azimuth == -32.86 and t.change.type == "material"  # type: ignore[union-attr]
+
+
+def _forward(camera) -> np.ndarray:
+    d = np.subtract(camera.target, camera.eye)
+    return d / np.linalg.norm(d)
+
+
+@pytest.mark.parametrize(("preset", "shift", "turn"), [("clevr", 1.0, 0.0), ("wide", 1.5, 4.0)])
+def test_clevr_changes_camera_and_lamps(preset: str, shift: float, turn: float) -> None:
+    """CLEVR-Change's viewpoint change: the eye jittered (1.0 per axis around CLEVR's camera,
+    then up to ``shift`` per axis for each other view) with CLEVR's camera orientation kept, or
+    turned by at most a few degrees in the wide preset; CLEVR's three lamps jittered by up to
+    1.0 (1.5) per axis, the same in all three views unless the light is the distractor."""
+    config = ClevrConfig(pairs=30, seed=2, preset=preset)
+    assert config.size == (480, 320) and (config.min_objects, config.max_objects) == (3, 10)
+    nominal = _forward(type(sample_triplet(0, config).default.camera)(CAMERA_EYE, (0, 0, 0)))
+    counts = set()
+    jitter = PRESETS[preset].light_jitter
+    for index in range(config.pairs):
+        t = sample_triplet(index, config)
+        counts.add(len(t.default.objects))
+        base = t.default.camera
+        assert np.abs(np.subtract(base.eye, CAMERA_EYE)).max() <= 1.0 + 1e-6
+        assert np.allclose(_forward(base), nominal, atol=1e-3)  # CLEVR's camera does not turn
+        for view in (t.semantic, t.nonsemantic):
+            if view.camera == base:
+                continue
+            assert np.abs(np.subtract(view.camera.eye, base.eye)).max() <= shift + 1e-6
+            angle = math.degrees(math.acos(min(1.0, float(_forward(view.camera) @ nominal))))
+            assert angle <= 1e-2 if turn == 0 else angle <= 5.0
+            assert abs(view.camera.roll) <= turn + 1e-6 and view.camera.fov == base.fov
+        lamps = t.default.light
+        assert isinstance(lamps, Lamps) and lamps.gain == 1.0
+        for where, nominal_lamp in (
+            (lamps.key, LAMP_KEY),
+            (lamps.fill, LAMP_FILL),
+            (lamps.back, LAMP_BACK),
+        ):
+            assert np.abs(np.subtract(where, nominal_lamp)).max() <= jitter + 1e-6
+        assert t.semantic.light == lamps
+    assert len(counts) >= 5  # CLEVR's 3-10 objects, not mostly small scenes
+
+
 def test_invalid_settings_are_usage_errors() -> None:
+    with pytest.raises(UsageError, match="--preset must be one of easy, clevr, wide"):
+        ClevrConfig(preset="hard").validate()
     with pytest.raises(UsageError, match="--pairs"):
         ClevrConfig(pairs=0).validate()
     with pytest.raises(UsageError, match="min < max"):
@@ -209,16 +272,21 @@ def test_gold_records_type_attributes_and_boxes() -> None:
 # rendering (Mitsuba)
 
 
-def test_boxes_cover_the_pixels_that_change() -> None:
+@pytest.mark.parametrize(("preset", "margin"), [("easy", 1), ("clevr", 3)])
+def test_boxes_cover_the_pixels_that_change(preset: str, margin: int) -> None:
     """Render a view twice with the changed object in two contrasting colours (same camera,
     light and samples): only the object's pixels differ, and its gold box must hold them.
 
-    The object is made rubber in both renders: a metal one also throws caustic speckles of its
-    colour onto the floor around it, which are real light but not the object."""
+    Every object is made rubber: a metal one also throws caustic speckles of the object's
+    colour onto the floor around it, or mirrors it, which is real light but not the object.
+    The lamps' denoiser (a 5x5 median of the colour) carries a new colour 2 px past an outline:
+    the box holds the change within ``margin`` px; and their noise needs more samples than the
+    sun's before a recoloured object's indirect light stops showing as speckles elsewhere."""
     _mitsuba()
     from spotdiff_cli.data.clevr_render import render_view
 
-    config = ClevrConfig(pairs=5, width=128, height=96, spp=4)
+    spp = 4 if preset == "easy" else 16
+    config = ClevrConfig(pairs=5, width=128, height=96, spp=spp, preset=preset)
     for index in range(config.pairs):  # one scene of each change type
         t = sample_triplet(index, config)
         gold = gold_record(t, config)
@@ -231,14 +299,17 @@ def test_boxes_cover_the_pixels_that_change() -> None:
             renders = []
             for colour in ("yellow", "blue"):
                 painted = replace(obj, color=colour, material="rubber")
-                objects = tuple(painted if o == obj else o for o in view.objects)
+                objects = tuple(
+                    painted if o == obj else replace(o, material="rubber") for o in view.objects
+                )
                 recoloured = View(objects, view.camera, view.light, view.render_seed)
                 renders.append(render_view(recoloured, config.width, config.height, config.spp))
             diff = np.abs(renders[0].astype(int) - renders[1].astype(int)).max(axis=2)
             ys, xs = np.nonzero(diff > 40)
             x, y, w, h = box
             assert len(xs) > 20, f"scene {index}: the recoloured object is visible"
-            inside = (xs >= x - 1) & (xs <= x + w) & (ys >= y - 1) & (ys <= y + h)
+            inside = (xs >= x - margin) & (xs < x + w + margin)
+            inside &= (ys >= y - margin) & (ys < y + h + margin)
             assert inside.mean() > 0.98, f"scene {index}: changed pixels outside the box {box}"
             # ... and the box is tight around them, not just large.
             assert xs.max() - xs.min() + 1 >= 0.6 * w and ys.max() - ys.min() + 1 >= 0.6 * h
@@ -343,6 +414,20 @@ def test_other_settings_or_foreign_files_are_refused(rendered: Path, tmp_path: P
         render_clevr_change(tmp_path / "mine", pairs=1, jobs=1, **SMALL)
 
 
+def test_a_folder_from_before_presets_resumes_as_the_easy_preset(tmp_path: Path) -> None:
+    _mitsuba()
+    from spotdiff_cli.data.clevr_render import SETTINGS_FILE, render_clevr_change
+
+    out = tmp_path / "v1"
+    render_clevr_change(out, pairs=2, seed=3, jobs=1, preset="easy", **SMALL)
+    settings = json.loads((out / SETTINGS_FILE).read_text())
+    del settings["preset"]  # what the first renderer wrote
+    (out / SETTINGS_FILE).write_text(json.dumps(settings))
+    assert render_clevr_change(out, pairs=2, seed=3, jobs=1, preset="easy", **SMALL).skipped == 2
+    with pytest.raises(OutputError, match="preset easy \\(now clevr\\)"):
+        render_clevr_change(out, pairs=2, seed=3, jobs=1, **SMALL)
+
+
 def test_missing_mitsuba_is_a_one_line_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -379,3 +464,8 @@ def test_cli_renders_and_resumes(tmp_path: Path) -> None:
     bad = subprocess.run([*args[:-6], "--size", "64by48"], capture_output=True, text=True)
     assert bad.returncode == 2 and "WIDTHxHEIGHT" in bad.stderr
     assert len(bad.stderr.strip().splitlines()) == 1
+    bad = subprocess.run([*args, "--preset", "hard"], capture_output=True, text=True)
+    assert bad.returncode == 2 and "--preset must be one of easy, clevr, wide" in bad.stderr
+    # Another preset is other settings: refused, with what differs.
+    easy = subprocess.run([*args, "--preset", "easy"], capture_output=True, text=True)
+    assert easy.returncode == 1 and "preset clevr (now easy)" in " ".join(easy.stderr.split())

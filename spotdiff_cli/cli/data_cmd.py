@@ -84,7 +84,15 @@ def clevr(
         3000, "--pairs", "-n", help="Scenes: each gives a change pair and a distractor pair."
     ),
     seed: int = typer.Option(0, "--seed", help="Random seed: the same seed gives the same files."),
-    size: str = typer.Option("320x240", "--size", help="Image size WIDTHxHEIGHT in pixels."),
+    preset: str = typer.Option(
+        "clevr",
+        "--preset",
+        help="clevr (CLEVR-Change's camera and lamps), wide (wider still: an untouched test "
+        "split) or easy (the first renderer's small moves and sun).",
+    ),
+    size: Optional[str] = typer.Option(
+        None, "--size", help="Image size WIDTHxHEIGHT in pixels. \\[default: the preset's]"
+    ),
     spp: int = typer.Option(
         16, "--spp", help="Path-tracing samples per pixel (fewer: faster, noisier)."
     ),
@@ -92,8 +100,12 @@ def clevr(
         None, "--jobs", "-j", help="Render processes. \\[default: one per core]"
     ),
     captions: int = typer.Option(6, "--captions", help="Phrasings per pair."),
-    min_objects: int = typer.Option(3, "--min-objects", help="Fewest objects in a scene."),
-    max_objects: int = typer.Option(6, "--max-objects", help="Most objects in a scene."),
+    min_objects: Optional[int] = typer.Option(
+        None, "--min-objects", help="Fewest objects in a scene. \\[default: the preset's]"
+    ),
+    max_objects: Optional[int] = typer.Option(
+        None, "--max-objects", help="Most objects in a scene. \\[default: the preset's]"
+    ),
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace what the folder holds instead of resuming."
     ),
@@ -101,9 +113,14 @@ def clevr(
     """Render a CLEVR-Change-style 3-D benchmark with Mitsuba (moved cameras, distractors)."""
     from ..api import render_clevr_change
     from ..data.clevr_render import default_jobs, estimate_seconds, format_duration, scenes_done
+    from ..data.clevr_scene import PRESETS
     from ..errors import UsageError
     from . import render
 
+    if preset not in PRESETS:
+        raise UsageError(f"--preset must be one of {', '.join(PRESETS)} (got '{preset}')")
+    look = PRESETS[preset]
+    size = size or f"{look.width}x{look.height}"
     width, _, height = size.lower().partition("x")
     if not (width.isdigit() and height.isdigit()):
         raise UsageError(f"--size must be WIDTHxHEIGHT, e.g. 320x240 (got '{size}')")
@@ -128,6 +145,7 @@ def clevr(
             captions=captions,
             min_objects=min_objects,
             max_objects=max_objects,
+            preset=preset,
         )
     splits = ", ".join(f"{k} {v}" for k, v in summary.splits.items())
     kept = f", {summary.skipped} already there" if summary.skipped else ""

@@ -47,6 +47,8 @@ from .clevr_scene import (
     COLORS,
     VIEW_FOLDERS,
     ClevrConfig,
+    Lamps,
+    Light,
     Obj,
     Triplet,
     View,
@@ -79,6 +81,18 @@ GROUND_ALBEDO = 0.35
 # (the sun reflected via the metal, found by chance at 16 samples), at 0.25 few are left and the
 # metals still read as metal.
 METAL_ROUGHNESS = 0.25
+# CLEVR's lamps (the ``clevr`` and ``wide`` presets): key, fill and back in CLEVR's proportions
+# of power (100 : 30 : 50 W in base_scene.blend, as Kubric's reproduction lists them), scaled so
+# the lit ground is near CLEVR's light grey. The three are one emitter of one radiance (Mitsuba
+# lists separate emitters in an order that varies from load to load, and the order decides
+# which lamp a random number samples: the pixels would not be reproducible), so each lamp's
+# power is its area: squares of side 2, 1.1 and 1.41 (CLEVR's key and fill are 0.5 units; at that
+# size the polished metals threw caustic speckles onto the ground at 16 samples, and the shadows
+# stay soft either way). WORLD_RADIANCE: the ambient light of CLEVR's world (Cycles samples it
+# as a light).
+LAMP_RADIANCE = 37.5
+KEY_SIDE, FILL_SIDE, BACK_SIDE = 2.0, 1.1, 1.41
+WORLD_RADIANCE = 0.05
 MAX_DEPTH = 4  # camera -> metal -> ground -> light: enough bounces for reflections
 PNG = [cv2.IMWRITE_PNG_COMPRESSION, 3]
 
@@ -176,15 +190,75 @@ def _shapes(mi: Any, obj: Obj, name: str) -> dict[str, Any]:
     }
 
 
-def scene_dict(mi: Any, view: View, width: int, height: int, spp: int) -> dict[str, Any]:
-    """The Mitsuba scene of one view: ground, key light, sky, objects, camera."""
-    T = mi.ScalarTransform4f
-    light = view.light
+def _lamp_corners(position: tuple[float, float, float], side: float) -> np.ndarray:
+    """(4, 3) corners of a square lamp of ``side`` at ``position`` facing the origin, wound so
+    that its front (the side that emits) faces the origin."""
+    centre = np.asarray(position, dtype=np.float64)
+    forward = -centre / np.linalg.norm(centre)
+    u = np.cross(forward, [0.0, 0.0, 1.0])
+    u /= np.linalg.norm(u)
+    v = np.cross(u, forward)
+    h = side / 2
+    # (c1 - c0) x (c2 - c0) = (2h v) x (2h (u + v)) ~ v x u = forward (v = u x forward): the
+    # normal faces the origin.
+    return np.array([centre + h * (a * u + b * v) for a, b in ((-1, -1), (-1, 1), (1, 1), (1, -1))])
+
+
+def _lamps_mesh(mi: Any, lamps: Lamps) -> Any:
+    """CLEVR's three lamps as one emitting mesh (see LAMP_RADIANCE), invisible to the camera
+    (a null surface, and the integrator hides emitters the camera sees directly)."""
+    props = mi.Properties()
+    radiance = [LAMP_RADIANCE * lamps.gain] * 3
+    props["emitter"] = mi.load_dict(
+        {"type": "area", "radiance": {"type": "rgb", "value": radiance}}
+    )
+    props["bsdf"] = mi.load_dict({"type": "null"})
+    mesh = mi.Mesh("lamps", 12, 6, props=props)
+    corners = [
+        _lamp_corners(lamps.key, KEY_SIDE),
+        _lamp_corners(lamps.fill, FILL_SIDE),
+        _lamp_corners(lamps.back, BACK_SIDE),
+    ]
+    params = mi.traverse(mesh)
+    params["vertex_positions"] = np.concatenate(corners).astype(np.float32).ravel()
+    faces = [(4 * i, 4 * i + 1, 4 * i + 2, 4 * i, 4 * i + 2, 4 * i + 3) for i in range(3)]
+    params["faces"] = np.array(faces, dtype=np.uint32).ravel()
+    params.update()
+    return mesh
+
+
+def _lights(mi: Any, light: Light | Lamps) -> dict[str, Any]:
+    """The light of one view: a sun and a sky (the easy preset) or CLEVR's lamps."""
+    if isinstance(light, Lamps):
+        return {
+            "lamps": _lamps_mesh(mi, light),
+            "world": {
+                "type": "constant",
+                "radiance": {"type": "rgb", "value": [WORLD_RADIANCE * light.gain] * 3},
+            },
+        }
     az, el = np.radians(light.azimuth), np.radians(light.elevation)
     key = np.array([np.cos(el) * np.cos(az), np.cos(el) * np.sin(az), np.sin(el)])
+    return {
+        "key": {
+            "type": "directional",
+            "direction": (-key).tolist(),
+            "irradiance": {"type": "rgb", "value": [KEY_IRRADIANCE * light.intensity] * 3},
+        },
+        "sky": {
+            "type": "constant",
+            "radiance": {"type": "rgb", "value": [SKY_RADIANCE * light.ambient] * 3},
+        },
+    }
+
+
+def scene_dict(mi: Any, view: View, width: int, height: int, spp: int) -> dict[str, Any]:
+    """The Mitsuba scene of one view: ground, lights, objects, camera."""
+    T = mi.ScalarTransform4f
+    lamps = isinstance(view.light, Lamps)
     scene: dict[str, Any] = {
         "type": "scene",
-        "integrator": {"type": "path", "max_depth": MAX_DEPTH},
+        "integrator": {"type": "path", "max_depth": MAX_DEPTH, "hide_emitters": lamps},
         "sensor": {
             "type": "perspective",
             "fov": view.camera.fov,
@@ -209,15 +283,7 @@ def scene_dict(mi: Any, view: View, width: int, height: int, spp: int) -> dict[s
                 "reflectance": {"type": "rgb", "value": [GROUND_ALBEDO] * 3},
             },
         },
-        "key": {
-            "type": "directional",
-            "direction": (-key).tolist(),
-            "irradiance": {"type": "rgb", "value": [KEY_IRRADIANCE * light.intensity] * 3},
-        },
-        "sky": {
-            "type": "constant",
-            "radiance": {"type": "rgb", "value": [SKY_RADIANCE * light.ambient] * 3},
-        },
+        **_lights(mi, view.light),
     }
     for i, obj in enumerate(view.objects):
         scene.update(_shapes(mi, obj, f"object{i}"))
@@ -234,13 +300,33 @@ def _to_srgb8(linear: np.ndarray) -> np.ndarray:
 def render_view(view: View, width: int, height: int, spp: int) -> np.ndarray:
     """Render one view: (height, width, 3) uint8 sRGB."""
     mi = _mitsuba()
-    scene = mi.load_dict(scene_dict(mi, view, width, height, spp))
+    # Loaded on one thread, so that nothing in the scene depends on the order threads finish
+    # in (see LAMP_RADIANCE for the one thing found to).
+    scene = mi.load_dict(scene_dict(mi, view, width, height, spp), parallel=False)
     image = np.array(mi.render(scene, seed=view.render_seed, spp=spp))
     if scene.integrator().should_stop():
         # Mitsuba catches Ctrl-C itself during a render, stops early and returns the part it
         # has; that image must not be saved as if it were whole.
         raise KeyboardInterrupt
-    return _to_srgb8(image[:, :, :3])
+    rgb = _to_srgb8(image[:, :, :3])
+    return _denoised(rgb) if isinstance(view.light, Lamps) else rgb
+
+
+# Path-tracing noise the lamps bring at a few samples per pixel, which CLEVR's Cycles renders
+# (512 samples, blur_glossy 2.0) do not have: polished metals throw caustics of the small lamps
+# onto the floor, found by chance (bright, coloured speckles), and the floor's grain carries
+# colour. So the lamps' presets denoise, a median filter being the simplest that keeps edges in
+# place: brightness (YCrCb's Y) takes its 3x3 median, colour (Cr, Cb) its 5x5 median.
+LUMA_MEDIAN = 3
+CHROMA_MEDIAN = 5
+
+
+def _denoised(rgb: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 sRGB with caustic speckles and grain reduced (deterministic)."""
+    ycc = cv2.cvtColor(rgb, cv2.COLOR_RGB2YCrCb)
+    for c, k in ((0, LUMA_MEDIAN), (1, CHROMA_MEDIAN), (2, CHROMA_MEDIAN)):
+        ycc[:, :, c] = cv2.medianBlur(np.ascontiguousarray(ycc[:, :, c]), k)
+    return cv2.cvtColor(ycc, cv2.COLOR_YCrCb2RGB)
 
 
 def _png(rgb: np.ndarray) -> bytes:
@@ -344,7 +430,8 @@ def _prepare_folder(out: Path, config: ClevrConfig, overwrite: bool) -> None:
             found = json.loads(settings_path.read_text(encoding="utf-8"))
         except (json.JSONDecodeError, UnicodeDecodeError):
             found = {}
-        found = {k: found.get(k) for k in wanted}
+        # Folders from before presets existed hold the easy look.
+        found = {k: found.get(k, "easy" if k == "preset" else None) for k in wanted}
         if found != wanted and not overwrite:
             diff = ", ".join(
                 f"{k} {found[k]} (now {wanted[k]})" for k in wanted if found[k] != wanted[k]
@@ -367,8 +454,8 @@ def render_clevr_change(
     out: str | Path,
     pairs: int = 3000,
     seed: int = 0,
-    width: int = 320,
-    height: int = 240,
+    width: int | None = None,
+    height: int | None = None,
     spp: int = 16,
     jobs: int | None = None,
     overwrite: bool = False,
@@ -382,7 +469,9 @@ def render_clevr_change(
         same settings is resumed (scenes whose three images exist are skipped) and any other
         non-empty folder is refused.
     progress: called with (scenes done, scenes in total) as scenes finish (skipped ones count).
-    options: any other ``ClevrConfig`` field (min_objects, max_objects, captions, train, val).
+    width, height: None takes the preset's (480x320 for the default ``clevr``).
+    options: any other ``ClevrConfig`` field (preset, min_objects, max_objects, captions, train,
+        val).
     """
     config = ClevrConfig(
         pairs=pairs, seed=seed, width=width, height=height, spp=spp, **options
@@ -422,7 +511,7 @@ def _render_all(
     seconds); at most a few scenes per worker wait in the queue."""
     total, done, rendered = config.pairs, 0, 0
     triplets: list[Triplet] = []
-    size = (config.width, config.height, config.spp)
+    size = (*config.size, config.spp)
 
     def scenes() -> Iterator[tuple[Triplet, tuple[str, ...]]]:
         """Each scene with the views it still lacks."""

@@ -65,19 +65,67 @@ def image_name(view: str, index: int) -> str:
 
 # Scene layout (CLEVR's): objects in [-3, 3]^2, 0.25 between footprints, the camera about 11
 # units away looking down 26 degrees with a 49.1 degree horizontal field of view (35 mm lens on
-# a 32 mm sensor), jittered by up to 0.5 per axis per scene.
+# a 32 mm sensor; CLEVR's data/base_scene.blend).
 AREA = 3.0
 MIN_GAP = 0.25
 CAMERA_EYE = (7.36, -6.93, 4.96)
-CAMERA_JITTER = 0.5
 CAMERA_FOV = 49.1
-# Viewpoint change between the views of one triplet: small, so that most of the scene stays in
-# view, but several pixels of parallax, as in CLEVR-Change.
-VIEW_SHIFT = 0.4  # eye translation, scene units per axis
-VIEW_YAW = 3.0  # pan, degrees
-VIEW_PITCH = 2.0  # tilt, degrees
-VIEW_ROLL = 2.0  # degrees
-VIEW_ZOOM = 0.1  # zoom factor in [1 - z, 1 + z]
+# CLEVR's three area lamps (data/base_scene.blend; the positions as Kubric's CLEVR reproduction,
+# kubric/assets/utils.py get_clevr_lights, lists them), each aimed at the origin.
+LAMP_KEY = (6.44671, -2.90517, 4.2584)
+LAMP_FILL = (-4.67112, -4.0136, 3.01122)
+LAMP_BACK = (-1.1685, 2.64602, 5.81574)
+
+
+@dataclass(frozen=True)
+class Preset:
+    """How far the views of a triplet differ, how they are lit and how big they are.
+
+    camera: "look_at" (the eye moves and the camera turns to keep the origin in view, then pans,
+    tilts, rolls and zooms: the ``easy`` look) or "fixed" (CLEVR's camera keeps its orientation
+    wherever its eye is jittered: CLEVR-Change's viewpoint change is a pure translation, which
+    makes zooms, perspective and parallax; ``view_yaw``/``view_pitch``/``view_roll`` turn it on
+    top of that). camera_jitter: the before view's eye, per axis; view_shift: the other views' eye
+    relative to it, per axis (scene units). lights: "sun" (one sun and a sky, hard shadows) or
+    "lamps" (CLEVR's key, fill and back area lamps, soft shadows, each jittered by
+    ``light_jitter`` per axis).
+    """
+
+    name: str
+    width: int
+    height: int
+    min_objects: int
+    max_objects: int
+    camera: str
+    camera_jitter: float
+    view_shift: float
+    view_yaw: float  # pan, degrees
+    view_pitch: float  # tilt, degrees
+    view_roll: float  # degrees
+    view_zoom: float  # lens zoom factor in [1 - z, 1 + z]
+    lights: str
+    light_jitter: float = 0.0
+
+
+PRESETS: dict[str, Preset] = {
+    # The look of the first renderer (``spotdiff clevr v1``): a small viewpoint change (eye up to
+    # 0.4 per axis, pan 3, tilt 2, roll 2 degrees, zoom 10 %: our choice), a sun and a sky,
+    # 320x240 (CLEVR's render_images.py default size), 3-6 objects.
+    "easy": Preset("easy", 320, 240, 3, 6, "look_at", 0.5, 0.4, 3.0, 2.0, 2.0, 0.1, "sun"),
+    # CLEVR-Change's (Park et al. 2019; its generator github.com/Seth-Park/clevr-dataset-gen,
+    # image_generation/render_sc_images.py and render.sh): 480x320, --camera_jitter 1.0 for the
+    # before view's eye and again, independently, for each changed view's (so up to 1 unit per
+    # axis between views, about a tenth of the camera's distance) with the camera's orientation
+    # kept; CLEVR's lamps jittered by 1.0 per axis (render_images.py defaults), the same in all
+    # three views; CLEVR's 3-10 objects (its defaults, which render.sh keeps).
+    "clevr": Preset("clevr", 480, 320, 3, 10, "fixed", 1.0, 1.0, 0.0, 0.0, 0.0, 0.0, "lamps", 1.0),
+    # The untouched test split: wider than CLEVR-Change on every axis (ours): the eye 1.5 per
+    # axis between views, and the camera also pans 3, tilts 2 and rolls 4 degrees; lamps
+    # jittered by 1.5.
+    "wide": Preset("wide", 480, 320, 3, 10, "fixed", 1.0, 1.5, 3.0, 2.0, 4.0, 0.0, "lamps", 1.5),
+}
+DEFAULT_PRESET = "clevr"
+
 MOVE_MIN = 1.0  # a moved object goes at least this far (scene units)
 # Visibility: the share of an object's outline not hidden by nearer objects (estimated by
 # painting outlines far to near on a coarse grid), and the margin to the frame edge.
@@ -92,20 +140,39 @@ EDGE_MARGIN = 0.02  # of the image width
 
 @dataclass(frozen=True)
 class ClevrConfig:
-    """Settings of a rendered CLEVR-Change-style benchmark; written to ``clevr.json``."""
+    """Settings of a rendered CLEVR-Change-style benchmark; written to ``clevr.json``.
+
+    width, height, min_objects, max_objects: None takes the preset's (``PRESETS``)."""
 
     pairs: int = 3000  # scenes; each gives a change pair and a distractor pair
     seed: int = 0
-    width: int = 320
-    height: int = 240
+    width: int | None = None
+    height: int | None = None
     spp: int = 16  # path-tracing samples per pixel (multi-jittered)
-    min_objects: int = 3  # objects in the before image
-    max_objects: int = 6
+    min_objects: int | None = None  # objects in the before image
+    max_objects: int | None = None
     captions: int = 6  # phrasings per change pair, and per distractor pair
     train: float = 0.85  # CLEVR-Change's shares: 67,660 / 3,976 / 7,970 scenes
     val: float = 0.05
+    preset: str = DEFAULT_PRESET
+
+    def __post_init__(self) -> None:
+        look = PRESETS.get(self.preset)
+        if look is None:
+            return  # validate() says which presets there are
+        for name in ("width", "height", "min_objects", "max_objects"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, getattr(look, name))
+
+    @property
+    def look(self) -> Preset:
+        return PRESETS[self.preset]
 
     def validate(self) -> ClevrConfig:
+        if self.preset not in PRESETS:
+            raise UsageError(f"--preset must be one of {', '.join(PRESETS)} (got '{self.preset}')")
+        assert self.width is not None and self.height is not None
+        assert self.min_objects is not None and self.max_objects is not None
         checks = [
             (1 <= self.pairs <= 999_999, "--pairs must be between 1 and 999999 (6-digit names)"),
             (32 <= self.width <= 4096 and 32 <= self.height <= 4096, "--size must be 32-4096 px"),
@@ -124,6 +191,11 @@ class ClevrConfig:
             if not ok:
                 raise UsageError(message)
         return self
+
+    @property
+    def size(self) -> tuple[int, int]:
+        assert self.width is not None and self.height is not None
+        return self.width, self.height
 
     def image_settings(self) -> dict[str, Any]:
         """What the pixels and annotations depend on (everything but how many scenes)."""
@@ -247,12 +319,23 @@ class Light:
 
 
 @dataclass(frozen=True)
+class Lamps:
+    """CLEVR's lighting: the key, fill and back area lamps at (x, y, z), each aimed at the
+    origin, and a gain on all three (1 in CLEVR; a lighting distractor changes it)."""
+
+    key: tuple[float, float, float]
+    fill: tuple[float, float, float]
+    back: tuple[float, float, float]
+    gain: float = 1.0
+
+
+@dataclass(frozen=True)
 class View:
     """Everything one image depends on."""
 
     objects: tuple[Obj, ...]
     camera: Camera
-    light: Light
+    light: Light | Lamps
     render_seed: int  # the path tracer's sampler seed
 
 
@@ -405,9 +488,14 @@ def _place(
     return None
 
 
-def _base_camera(rng: np.random.Generator) -> Camera:
-    eye = tuple(_r(c + rng.uniform(-CAMERA_JITTER, CAMERA_JITTER)) for c in CAMERA_EYE)
-    return Camera(eye=eye, target=(0.0, 0.0, 0.0))  # type: ignore[arg-type]
+def _base_camera(rng: np.random.Generator, look: Preset) -> Camera:
+    eye = tuple(_r(c + rng.uniform(-look.camera_jitter, look.camera_jitter)) for c in CAMERA_EYE)
+    if look.camera == "look_at":
+        return Camera(eye=eye, target=(0.0, 0.0, 0.0))  # type: ignore[arg-type]
+    # CLEVR's camera keeps the orientation it has at its nominal eye (looking at the origin):
+    # the target moves with the eye.
+    target = tuple(_r(e - c) for e, c in zip(eye, CAMERA_EYE))
+    return Camera(eye=eye, target=target)  # type: ignore[arg-type]
 
 
 def _rotate(v: np.ndarray, axis: np.ndarray, degrees: float) -> np.ndarray:
@@ -416,14 +504,17 @@ def _rotate(v: np.ndarray, axis: np.ndarray, degrees: float) -> np.ndarray:
     return v * math.cos(t) + _cross(axis, v) * math.sin(t) + axis * (axis @ v) * (1 - math.cos(t))
 
 
-def move_camera(camera: Camera, rng: np.random.Generator) -> tuple[Camera, dict[str, float]]:
+def move_camera(
+    camera: Camera, rng: np.random.Generator, look: Preset = PRESETS["easy"]
+) -> tuple[Camera, dict[str, float]]:
     """CLEVR-Change's viewpoint change: translate the eye, pan/tilt the viewing direction, roll,
-    zoom. Returns the new camera and how much it moved (for the gold and the "camera moved"
-    sentence of a viewpoint-robust captioner)."""
-    shift = rng.uniform(-VIEW_SHIFT, VIEW_SHIFT, 3)
-    yaw, pitch = rng.uniform(-VIEW_YAW, VIEW_YAW), rng.uniform(-VIEW_PITCH, VIEW_PITCH)
-    roll = rng.uniform(-VIEW_ROLL, VIEW_ROLL)
-    zoom = rng.uniform(1 - VIEW_ZOOM, 1 + VIEW_ZOOM)
+    zoom (each as far as the preset says). Returns the new camera and how much it moved (for
+    the gold and the "camera moved" sentence of a viewpoint-robust captioner)."""
+    shift = rng.uniform(-look.view_shift, look.view_shift, 3)
+    yaw = rng.uniform(-look.view_yaw, look.view_yaw)
+    pitch = rng.uniform(-look.view_pitch, look.view_pitch)
+    roll = rng.uniform(-look.view_roll, look.view_roll)
+    zoom = rng.uniform(1 - look.view_zoom, 1 + look.view_zoom)
     eye = np.array(camera.eye) + shift
     direction = np.array(camera.target) - np.array(camera.eye)
     left = camera.matrix[:3, 0]
@@ -446,7 +537,9 @@ def move_camera(camera: Camera, rng: np.random.Generator) -> tuple[Camera, dict[
     return moved, motion
 
 
-def _base_light(rng: np.random.Generator, camera: Camera) -> Light:
+def _base_light(rng: np.random.Generator, camera: Camera, look: Preset) -> Light | Lamps:
+    if look.lights == "lamps":
+        return _jittered_lamps(rng, look.light_jitter, 1.0)
     # From the camera's side (within 80 degrees of it), so the objects' visible faces are lit.
     camera_azimuth = math.degrees(math.atan2(camera.eye[1], camera.eye[0]))
     return Light(
@@ -457,9 +550,25 @@ def _base_light(rng: np.random.Generator, camera: Camera) -> Light:
     )
 
 
-def change_light(light: Light, rng: np.random.Generator) -> Light:
-    """A lighting distractor: the key light swings 20-50 degrees, rises or sinks, dims or
-    brightens by 25-40 %, the sky by up to 25 %."""
+def _jittered_lamps(rng: np.random.Generator, jitter: float, gain: float) -> Lamps:
+    """CLEVR's lamps, each moved by up to ``jitter`` per axis (render_images.py's rand(L))."""
+
+    def place(base: tuple[float, float, float]) -> tuple[float, float, float]:
+        return tuple(_r(c + rng.uniform(-jitter, jitter)) for c in base)  # type: ignore[return-value]
+
+    return Lamps(key=place(LAMP_KEY), fill=place(LAMP_FILL), back=place(LAMP_BACK), gain=gain)
+
+
+def change_light(
+    light: Light | Lamps, rng: np.random.Generator, jitter: float = 1.0
+) -> Light | Lamps:
+    """A lighting distractor. The sun: it swings 20-50 degrees, rises or sinks, dims or
+    brightens by 25-40 %, the sky by up to 25 %. CLEVR's lamps (ours: CLEVR-Change keeps them):
+    all three drawn again around CLEVR's positions (``jitter`` per axis) and 25-40 % brighter or
+    dimmer together."""
+    if isinstance(light, Lamps):
+        gain = rng.uniform(1.25, 1.4) ** rng.choice((-1.0, 1.0))
+        return _jittered_lamps(rng, jitter, _r(light.gain * gain, 3))
     swing = rng.uniform(20, 50) * rng.choice((-1.0, 1.0))
     gain = rng.uniform(1.25, 1.4) ** rng.choice((-1.0, 1.0))
     return Light(
@@ -538,13 +647,14 @@ def _other_view(
     size: tuple[int, int],
     move: bool,
     relight: bool,
+    look: Preset,
 ) -> tuple[View, dict[str, float]] | None:
     """``objects`` seen from a moved camera and/or under a changed light, passing the visibility
     rules. Several draws before giving up: a scene that fits the frame once mostly fits it from
     a nearby viewpoint too."""
     for _ in range(20):
-        camera, motion = move_camera(base.camera, rng) if move else (base.camera, {})
-        light = change_light(base.light, rng) if relight else base.light
+        camera, motion = move_camera(base.camera, rng, look) if move else (base.camera, {})
+        light = change_light(base.light, rng, look.light_jitter) if relight else base.light
         view = View(tuple(objects), camera, light, render_seed)
         if _view_ok(view, changed, *size):
             return view, motion
@@ -559,14 +669,20 @@ def sample_triplet(index: int, config: ClevrConfig) -> Triplet:
     """
     kind = change_type_of(index, config.seed)
     rng = np.random.default_rng([config.seed, 0, index])
-    size = (config.width, config.height)
+    size, look = config.size, config.look
+    assert config.min_objects is not None and config.max_objects is not None
     seeds = [_render_seed(config.seed, index, view) for view in range(3)]
     low = config.min_objects + (1 if kind == "drop" else 0)
     high = config.max_objects - (1 if kind == "add" else 0)
+    # CLEVR draws the object count once and then places that many; the easy preset (v1) drew it
+    # again with every attempt, which favours small scenes (they pass the visibility rules more
+    # often).
+    count = int(np.random.default_rng([config.seed, 4, index]).integers(low, high + 1))
     for _ in range(1000):
-        camera = _base_camera(rng)
-        light = _base_light(rng, camera)
-        objects = _sample_objects(rng, int(rng.integers(low, high + 1)))
+        camera = _base_camera(rng, look)
+        light = _base_light(rng, camera, look)
+        n = int(rng.integers(low, high + 1))
+        objects = _sample_objects(rng, n if look.name == "easy" else count)
         changed = _apply_change(rng, kind, objects) if objects else None
         if objects is None or changed is None:
             continue
@@ -574,9 +690,7 @@ def sample_triplet(index: int, config: ClevrConfig) -> Triplet:
         default = View(tuple(objects), camera, light, seeds[0])
         if not _view_ok(default, change.before, *size):
             continue
-        semantic = _other_view(
-            rng, after, default, seeds[1], change.after, size, move=True, relight=False
-        )
+        semantic = _other_view(rng, after, default, seeds[1], change.after, size, True, False, look)
         distractor = str(rng.choice(list(DISTRACTORS), p=list(DISTRACTORS.values())))
         nonsemantic = _other_view(
             rng,
@@ -587,6 +701,7 @@ def sample_triplet(index: int, config: ClevrConfig) -> Triplet:
             size,
             move="viewpoint" in distractor,
             relight="lighting" in distractor,
+            look=look,
         )
         if semantic is None or nonsemantic is None:
             continue
@@ -722,7 +837,7 @@ def _view_gold(view: View, width: int, height: int) -> dict[str, Any]:
         "camera": {
             k: list(v) if isinstance(v, tuple) else v for k, v in asdict(view.camera).items()
         },
-        "light": asdict(view.light),
+        "light": {k: list(v) if isinstance(v, tuple) else v for k, v in asdict(view.light).items()},
         "objects": [
             {
                 **o.attributes(),
@@ -740,7 +855,7 @@ def gold_record(triplet: Triplet, config: ClevrConfig) -> dict[str, Any]:
     """The truth of one scene: change type, the object's attributes (and what changed), its box
     in the before and after image (None where it is absent), the distractor, how the camera
     moved, and every object of every view with its box."""
-    w, h = config.width, config.height
+    w, h = config.size
     change = triplet.change
     new: dict[str, Any] = {}
     if change.type == "color" and change.after:
