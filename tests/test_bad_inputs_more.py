@@ -77,6 +77,12 @@ CORPUS: dict[str, Callable[[MoreCorpus], Case]] = {
         ERROR,
         "named pipe",
     ),
+    "fifo as mask": lambda c: Case(
+        ["video", c.clip, "--mask", c.fifo("f7.png")], ERROR, "named pipe"
+    ),
+    "folder as mask": lambda c: Case(
+        ["video", c.clip, "--mask", c.folder("masks")], ERROR, "is a folder"
+    ),
     "fifo as config": lambda c: Case(
         ["caption", c.before, c.after, "--config", c.fifo("f6.yaml")], (2,), "named pipe"
     ),

@@ -42,7 +42,13 @@ def watch_mask(
             watch[y : y + h, x : x + w] = True
     if mask_path:
         from ..frames import load_image
+        from ..frames.files import not_a_file_hint, special_kind
 
+        odd = special_kind(mask_path)
+        if odd is not None:  # a named pipe would be waited on for ever
+            raise UsageError(f"--mask {mask_path} {not_a_file_hint(odd)}")
+        if Path(mask_path).is_dir():
+            raise UsageError(f"--mask {mask_path} is a folder; give an image (white = watch)")
         if not Path(mask_path).is_file():
             raise UsageError(f"--mask {mask_path}: no such file")
         grey = cv2.cvtColor(load_image(mask_path), cv2.COLOR_RGB2GRAY)
