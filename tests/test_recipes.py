@@ -1,7 +1,8 @@
 """The recipes in training/: each resolves to exactly the settings it resolved to when every
 recipe still spelled out all its keys (``tests/data/recipes-resolved.json``, written by the code
 of 68e6bd7 before recipes could inherit). Regenerate the file only for a deliberate change of a
-recipe: ``.venv/bin/python tests/test_recipes.py --write``."""
+recipe: ``.venv/bin/python tests/test_recipes.py --write``. A recipe may build on another
+(``defaults:``), and inheriting follows its rules."""
 
 from __future__ import annotations
 
@@ -9,6 +10,10 @@ import json
 import sys
 from pathlib import Path
 from typing import Any
+
+import pytest
+
+from spotdiff_cli.errors import UsageError
 
 SNAPSHOT = Path(__file__).resolve().parent / "data" / "recipes-resolved.json"
 
@@ -34,6 +39,49 @@ def test_every_recipe_resolves_as_before() -> None:
         for key in sorted(set(before[name]) | set(now[name]))
         if before[name].get(key) != now[name].get(key)
     )
+
+
+def _write(folder: Path, name: str, text: str) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def test_a_recipe_builds_on_its_defaults(tmp_path: Path) -> None:
+    """The base first, the recipe on top; model_config merges key by key, every other setting
+    (a mapping such as objectives, a list such as stages) is replaced whole; flags win."""
+    from spotdiff_cli.train.recipes import load_recipe
+
+    _write(
+        tmp_path,
+        "parent",
+        "defaults: base/tiny-cpu\nmodel: capt\nobjectives: {caption: 1.0}\n"
+        "model_config: {hidden_size: 64, dropout: 0.2}\n",
+    )
+    child = _write(
+        tmp_path,
+        "child",
+        "defaults: parent\nlr: 2.0e-3\nobjectives: {other: 0.5}\nmodel_config: {dropout: 0.1}\n",
+    )
+    config = load_recipe(child, epochs=3)
+    assert (config.model, config.synth_pairs, config.lr, config.epochs) == ("capt", 60, 2e-3, 3)
+    assert config.objectives == {"other": 0.5}
+    assert config.model_config == {"hidden_size": 64, "dropout": 0.1}
+
+
+def test_a_broken_defaults_chain_is_one_clear_error(tmp_path: Path) -> None:
+    from spotdiff_cli.train.recipes import load_recipe
+
+    loop = _write(tmp_path, "a", "defaults: b\n")
+    _write(tmp_path, "b", "defaults: a\n")
+    with pytest.raises(UsageError, match="builds on itself"):
+        load_recipe(loop)
+    with pytest.raises(UsageError, match="builds on 'nowhere', which is neither beside it"):
+        load_recipe(_write(tmp_path, "c", "defaults: nowhere\n"))
+    with pytest.raises(UsageError, match="'defaults' .* must name the recipe it builds on"):
+        load_recipe(_write(tmp_path, "d", "defaults: {a: 1}\n"))
+    with pytest.raises(UsageError, match=r"unknown setting 'lrr' in .*e\.yaml"):
+        load_recipe(_write(tmp_path, "e", "defaults: base/synth\nlrr: 1\n"))
 
 
 if __name__ == "__main__":

@@ -6,6 +6,12 @@ command-line flags (``None`` = not given). A recipe is a flat mapping of ``Train
 shape the loop reads from the cache). The resolved config is written next to every run and into
 every checkpoint.
 
+A recipe states only what differs from the recipe it builds on, named by ``defaults:`` (as
+Hydra's defaults list): ``defaults: base/synth`` or ``defaults: ddla-synth`` (a recipe in the
+same folder or in ``training/``; a list applies each in turn). The base is applied first, then
+the recipe on top: every setting replaces the base's, except ``model_config``, whose keys
+replace the base's one by one. ``training/base/`` holds the bases the recipes share.
+
 Defaults are the paper's where it gives them (Spot-the-diff §4: Adam, mini-batches of 8, early
 stopping on validation CIDEr) and chosen otherwise; ``training/*.yaml`` says why, line by line.
 
@@ -35,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..config import apply_mapping, resolve, to_dict
+from ..config import apply_mapping, load_yaml, resolve, to_dict
 from ..errors import SpotdiffError, UsageError
 from .sampler import SAMPLERS
 
@@ -286,8 +292,38 @@ def default_recipe_path(model: str, data: str | None = None) -> Path | None:
     return next((p for p in (RECIPES_DIR / f"{s}.yaml" for s in stems) if p.is_file()), None)
 
 
+def recipe_chain(path: Path, _seen: tuple[Path, ...] = ()) -> list[tuple[Path, dict[str, Any]]]:
+    """The files recipe ``path`` resolves through, the deepest base first, each with its own
+    settings (``defaults`` taken out): what :func:`load_recipe` applies in turn. A base is looked
+    for beside the file that names it, then beside the recipe asked for (its folder is the
+    recipes' root: ``base/common`` from ``base/synth.yaml``), then in ``training/``."""
+    if path.resolve() in _seen:
+        chain = " -> ".join(str(p) for p in (*_seen, path.resolve()))
+        raise UsageError(f"recipe {path} builds on itself: {chain}")
+    values = dict(load_yaml(path))
+    bases = values.pop("defaults", None) or []
+    bases = [bases] if isinstance(bases, str) else bases
+    if not isinstance(bases, list) or not all(isinstance(b, str) and b for b in bases):
+        raise UsageError(
+            f"setting 'defaults' in {path} must name the recipe it builds on, e.g. "
+            "defaults: base/synth"
+        )
+    chain: list[tuple[Path, dict[str, Any]]] = []
+    root = Path(_seen[0]).parent if _seen else path.resolve().parent
+    for base in bases:
+        stem = base if base.endswith((".yaml", ".yml")) else f"{base}.yaml"
+        found = [f / stem for f in (path.parent, root, RECIPES_DIR) if (f / stem).is_file()]
+        if not found:
+            raise UsageError(
+                f"recipe {path} builds on '{base}', which is neither beside it nor in {RECIPES_DIR}"
+            )
+        chain += recipe_chain(found[0], (*_seen, path.resolve()))
+    return [*chain, (path, values)]
+
+
 def load_recipe(recipe: str | Path | None = None, **flags: Any) -> TrainConfig:
-    """TrainConfig from defaults < ``recipe`` YAML < ``flags`` (None = not given), validated.
+    """TrainConfig from defaults < ``recipe`` YAML (after the recipes it builds on) < ``flags``
+    (None = not given), validated.
 
     ``recipe`` may be a path or a recipe name in ``training/`` (``ddla-tiny-cpu``).
     """
@@ -309,7 +345,12 @@ def load_recipe(recipe: str | Path | None = None, **flags: Any) -> TrainConfig:
                 else (f" (recipes: {', '.join(known)})" if known else "")
             )
             raise UsageError(f"recipe '{recipe}' not found{hint}")
-    config = resolve(TrainConfig(), path, **flags)
+    config = TrainConfig()
+    for file, values in recipe_chain(path) if path is not None else []:
+        if isinstance(values.get("model_config"), dict):  # merged key by key with the base's
+            values = {**values, "model_config": {**config.model_config, **values["model_config"]}}
+        config = apply_mapping(config, values, str(file))
+    config = resolve(config, None, **flags)
     if flags.get("model") is None and path is not None:
         # The recipe's model, checked now and said to be the recipe's: a typo there once cost
         # generating and preparing 1,000 pairs (> 3 min) before the name was refused.
@@ -317,37 +358,4 @@ def load_recipe(recipe: str | Path | None = None, **flags: Any) -> TrainConfig:
             check_trainable(config.model)
         except SpotdiffError as exc:
             raise type(exc)(f"recipe {path}: {exc}") from None
-    return _coerce(config, str(path) if path else "the command line").validate()
-
-
-def _coerce(config: TrainConfig, where: str) -> TrainConfig:
-    """Give every field its default's type. YAML reads ``1e-3`` as a *string* (YAML 1.1 wants
-    ``1.0e-3``) and ``8`` as an int where a float is meant; fix that here, with a clear error for
-    a value that is not a number at all."""
-    import dataclasses
-
-    changes: dict[str, Any] = {}
-    defaults = TrainConfig()
-    for f in dataclasses.fields(config):
-        value, default = getattr(config, f.name), getattr(defaults, f.name)
-        try:
-            if isinstance(default, bool):
-                if not isinstance(value, bool):
-                    raise ValueError
-            elif isinstance(default, int) and not isinstance(value, bool):
-                if float(value) != int(float(value)):
-                    raise ValueError
-                changes[f.name] = int(float(value))
-            elif isinstance(default, float):
-                changes[f.name] = float(value)
-            elif f.name == "betas":
-                changes[f.name] = tuple(float(v) for v in value)
-            elif isinstance(default, str):
-                changes[f.name] = str(value)
-        except (TypeError, ValueError):
-            example = str(default).lower() if isinstance(default, bool) else default
-            raise UsageError(
-                f"setting '{f.name}' in {where} is {value!r}; expected a {type(default).__name__}, "
-                f"e.g. {f.name}: {example}"
-            ) from None
-    return dataclasses.replace(config, **changes)
+    return config.validate()
