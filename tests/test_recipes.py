@@ -1,8 +1,8 @@
 """The recipes in training/: each resolves to exactly the settings it resolved to when every
 recipe still spelled out all its keys (``tests/data/recipes-resolved.json``, written by the code
 of 68e6bd7 before recipes could inherit). Regenerate the file only for a deliberate change of a
-recipe: ``.venv/bin/python tests/test_recipes.py --write``. A recipe may build on another
-(``defaults:``), and inheriting follows its rules."""
+recipe: ``.venv/bin/python tests/test_recipes.py --write``. Each recipe states only what differs
+from the recipe it builds on (``defaults:``), and inheriting follows its rules."""
 
 from __future__ import annotations
 
@@ -41,6 +41,33 @@ def test_every_recipe_resolves_as_before() -> None:
     )
 
 
+def test_every_recipe_states_only_what_differs_from_its_base() -> None:
+    """No line of a recipe repeats what its ``defaults:`` already gives it (the bases in
+    training/base/ may: they write down the built-in defaults the recipes rely on, with why)."""
+    import yaml
+
+    from spotdiff_cli.train.recipes import RECIPES_DIR, load_recipe
+
+    repeated = []
+    for path in sorted(RECIPES_DIR.glob("*.yaml")):
+        values = yaml.safe_load(path.read_text(encoding="utf-8"))
+        assert "defaults" in values, f"{path.name} builds on no base"
+        base = json.loads(
+            json.dumps(load_recipe(RECIPES_DIR / f"{values['defaults']}.yaml").to_dict())
+        )
+        mine = json.loads(json.dumps(load_recipe(path).to_dict()))
+        for key in values:
+            if key == "model_config":
+                repeated += [
+                    f"{path.name}: model_config.{k}"
+                    for k in values[key]
+                    if base[key].get(k, object()) == mine[key][k]
+                ]
+            elif key != "defaults" and base[key] == mine[key]:
+                repeated.append(f"{path.name}: {key}")
+    assert not repeated, "settings a recipe's base already gives:\n" + "\n".join(repeated)
+
+
 def _write(folder: Path, name: str, text: str) -> Path:
     path = folder / f"{name}.yaml"
     path.write_text(text, encoding="utf-8")
@@ -67,6 +94,20 @@ def test_a_recipe_builds_on_its_defaults(tmp_path: Path) -> None:
     assert (config.model, config.synth_pairs, config.lr, config.epochs) == ("capt", 60, 2e-3, 3)
     assert config.objectives == {"other": 0.5}
     assert config.model_config == {"hidden_size": 64, "dropout": 0.1}
+
+
+def test_a_copied_recipe_folder_uses_its_own_bases(tmp_path: Path) -> None:
+    """A user's copy of training/ edits its bases: the copy's recipes build on them."""
+    import shutil
+
+    from spotdiff_cli.train.recipes import RECIPES_DIR, load_recipe
+
+    copy = tmp_path / "training"
+    shutil.copytree(RECIPES_DIR, copy)
+    common = copy / "base" / "common.yaml"
+    common.write_text(common.read_text().replace("seed: 0 ", "seed: 7 "))
+    assert load_recipe(copy / "ddla-synth.yaml").seed == 7
+    assert load_recipe(RECIPES_DIR / "ddla-synth.yaml").seed == 0
 
 
 def test_a_broken_defaults_chain_is_one_clear_error(tmp_path: Path) -> None:
