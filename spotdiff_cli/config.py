@@ -209,6 +209,14 @@ class VideoConfig:
     max_visit: str = "10m"
     # Write each event as a video clip under clips/ (stream copy; needs --out).
     clips: bool = False
+    # Find people, vehicles and other things that come and go with the bundled detector and
+    # follow each as one track, told as one event ("a person walked in from the bottom, stood
+    # in the centre for 20 s and left to the right"); off (or --no-recognise): events from
+    # pixel changes alone.
+    objects: bool = True
+    # While objects are tracked, look for them again at most this often (time syntax): the
+    # detector runs only on changed samples and these looks, not on every frame.
+    look_every: str = "1s"
 
     def validate(self) -> VideoConfig:
         _check_finite(self)

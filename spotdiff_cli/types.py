@@ -223,6 +223,9 @@ class Detection:
     sentence: Sentence
     bbox: BBox | None
     noun: str = ""
+    # The tracked object this is about (timeline.tracks), or None for a change no detected
+    # object explains: detections of one track make one event, whatever their places.
+    track: int | None = None
 
 
 @dataclass(frozen=True)
@@ -249,6 +252,7 @@ class Event:
     has no frame rate, e.g. a folder timed by file dates).
     boxes: one box per detection, original pixels. picture / clip: paths, relative to the
     report folder, of the annotated frame pair and of the event's video clip, or None.
+    track: for an event about one detected object, where it was at each look.
     """
 
     id: int
@@ -267,6 +271,9 @@ class Event:
     end_frame: int | None = None
     sentences: tuple[EventSentence, ...] = ()
     clip: str | None = None
+    # A tracked object's path: (time s, x, y, w, h) per sighting, original pixels; empty for
+    # an event told from pixel changes alone.
+    track: tuple[tuple[float, int, int, int, int], ...] = ()
 
     @property
     def pair_times(self) -> tuple[float, float]:

@@ -20,6 +20,11 @@ and the event numbers.
 - **Intervals** (DVR-Scan's conventions): ``seen`` is the first and last sample where the change
   was seen; the reported start / end are widened by ``pad_before`` / ``pad_after`` and clipped to
   the source. An event seen for less than ``min_length`` is dropped.
+- **Tracks**: a detection about a tracked object (``Detection.track``, see :mod:`.tracks`)
+  continues the event of that track and nothing else, wherever the object went; the event stays
+  open while the tracker follows the object and closes when the track ends. Its summary, kind,
+  noun and sentences are the track's story (:func:`.tracks.tell`), told when it ends. A track
+  too short to be an object keeps only the change sentences it absorbed (else it is dropped).
 - **Numbers** follow start times. A closed event is numbered only once no open event can start
   before it, so a number is final when given: partial reports, pictures named by number, and a
   ``--resume`` (which restarts the builder where nothing was open) all agree with an
@@ -38,10 +43,12 @@ from ..config import VideoConfig
 from ..frames.base import TIME_EPS
 from ..frames.timecode import setting_seconds
 from ..types import BBox, Detection, Event, EventSentence
+from .tracks import Track, TrackStory
 
 _WHOLE_FRAME = ("lighting", "scene", "camera")
 _MOTION = {"moved", "changed", "colour", "material"}
 _UNKNOWN_NOUNS = ("", "object")
+SEEN = "seen"  # a tracked object's sighting that came with no change sentence
 
 
 @dataclass(eq=False)  # compared by identity: two events may hold equal detections
@@ -54,8 +61,13 @@ class _Open:
     last_sample: int = 0
     # Named things seen, counted as detections arrive (a long event is asked often).
     nouns: Counter[str] = field(default_factory=Counter)
+    track: int | None = None  # the tracked object this event is about
+    story: TrackStory | None = None  # told when the track ended
+    path: tuple[tuple[float, int, int, int, int], ...] = ()
 
     def add(self, detection: Detection, sample: int) -> None:
+        if detection.track is not None:
+            self.track = detection.track
         self.detections.append(detection)
         self.samples.append(sample)
         self.last_sample = max(self.last_sample, sample)
@@ -180,6 +192,7 @@ class EventBuilder:
         self._closed: list[_Open] = []  # closed, waiting to be numbered in start order
         self._seq = 0
         self._now = 0.0
+        self._live: set[int] = set()  # tracks the tracker still follows
 
     @classmethod
     def for_source(
@@ -216,12 +229,19 @@ class EventBuilder:
         return self._building + self._closed
 
     def add(
-        self, sample: int, detections: list[Detection], time: float | None = None
+        self,
+        sample: int,
+        detections: list[Detection],
+        time: float | None = None,
+        live_tracks: set[int] | None = None,
     ) -> list[Event]:
         """Add one sample's detections (possibly none); return the events that became final.
         ``time``: the sample's timestamp (s), which bounds how long a visit waits; without it
-        the latest detection's time is used."""
+        the latest detection's time is used. ``live_tracks``: the ids the tracker still
+        follows after this sample (their events stay open)."""
         self._now = time if time is not None else max([self._now, *(d.time for d in detections)])
+        if live_tracks is not None:
+            self._live = set(live_tracks)
         touched: list[_Open] = []
         superseded: list[_Open] = []
         for detection in detections:
@@ -234,11 +254,50 @@ class EventBuilder:
             target.add(detection, sample)
             touched.append(target)
         for item in list(self._building):
-            over = sample - item.last_sample > self.merge_gap and not self._holding(item)
+            over = (
+                item.track not in self._live
+                if item.track is not None
+                else sample - item.last_sample > self.merge_gap and not self._holding(item)
+            )
             if over or (item in superseded and item not in touched):
                 self._building.remove(item)
                 self._closed.append(item)
         return self._release()
+
+    def adopt(self, track: int, box: BBox, since: float) -> None:
+        """An object was first tracked now, but its arrival made changes a moment before the
+        detector could name it (a head at the bottom edge): the events of those changes, all
+        since ``since`` and in its place (``box``, grown to match), become the track's."""
+        owner = next((o for o in self._building if o.track == track), None)
+        if owner is None:
+            return
+        for item in list(self._building):
+            if item is owner or item.track is not None or item.whole_frame:
+                continue
+            if item.detections[0].time < since - TIME_EPS:
+                continue
+            if not any(
+                d.bbox is not None and _overlap(d.bbox, box, self.pad) for d in item.detections
+            ):
+                continue
+            self._building.remove(item)
+            merged = sorted(
+                zip(item.detections + owner.detections, item.samples + owner.samples),
+                key=lambda pair: (pair[1], pair[0].time),
+            )
+            owner.detections = [d for d, _ in merged]
+            owner.samples = [s for _, s in merged]
+            owner.seq = min(owner.seq, item.seq)
+            for d in item.detections:
+                if d.noun not in _UNKNOWN_NOUNS:
+                    owner.nouns[d.noun] += 1
+
+    def tell(self, track: Track, story: TrackStory | None) -> None:
+        """A track ended: its event is told by ``story`` (None: too short to be an object)."""
+        for item in self._building + self._closed:
+            if item.track == track.id:
+                item.story = story
+                item.path = tuple((s.time, *s.box) for s in track.sightings)
 
     def finish(self) -> list[Event]:
         """Close everything still open (end of the source) and return it, numbered."""
@@ -253,6 +312,8 @@ class EventBuilder:
         events = []
         number = self.next_id
         for item in sorted(self.open, key=lambda o: o.key):
+            if not self._told(item):
+                continue
             if item in self._building or self._long_enough(item):
                 events.append(self._event(item, number))
                 number += 1
@@ -274,12 +335,17 @@ class EventBuilder:
         """Open events in the same place that this detection cannot continue (someone left,
         now someone arrives): they are over, even within the merge gap. Only earlier samples
         count: the clusters of one pair happen together, in any order."""
-        if detection.bbox is None or detection.sentence.kind in _WHOLE_FRAME:
+        if (
+            detection.bbox is None
+            or detection.sentence.kind in _WHOLE_FRAME
+            or detection.track is not None
+        ):
             return []
         return [
             o
             for o in self._building
             if not o.whole_frame
+            and o.track is None
             and any(
                 d.bbox is not None
                 and not _continues(d.sentence.kind, detection.sentence.kind)
@@ -298,14 +364,19 @@ class EventBuilder:
         - else a visit waiting for its departure whose last box it overlaps.
 
         Of several, the same thing first, then the one it overlaps most."""
+        if detection.track is not None:  # one object, one event, wherever it goes
+            return next((o for o in self._building if o.track == detection.track), None)
         kind = detection.sentence.kind
         recent: list[_Open] = []
         waiting: list[_Open] = []
         for item in self._building:
+            if item.track is not None:
+                continue
             now, before, before_sample = item.split(sample)
-            within = bool(now) or (
-                before_sample is not None and sample - before_sample <= self.merge_gap
-            )
+            # Light changes ramp (auto-exposure, a dimmer, a cloud): one quiet sample inside
+            # a ramp does not split it.
+            gap = self.merge_gap + (1 if kind == "lighting" == item.last_kind else 0)
+            within = bool(now) or (before_sample is not None and sample - before_sample <= gap)
             if kind in _WHOLE_FRAME or item.whole_frame:
                 if within and kind == item.last_kind:
                     return item
@@ -363,10 +434,20 @@ class EventBuilder:
         events = []
         for item in ready:
             self._closed.remove(item)
-            if self._long_enough(item):
+            if self._told(item) and self._long_enough(item):
                 events.append(self._event(item, self.next_id))
                 self.next_id += 1
         return events
+
+    @staticmethod
+    def _told(item: _Open) -> bool:
+        """A track too short to be an object is an event only through the changes it
+        explained (a false detection alone says nothing)."""
+        return (
+            item.track is None
+            or item.story is not None
+            or any(d.sentence.kind != SEEN for d in item.detections)
+        )
 
     def _long_enough(self, item: _Open) -> bool:
         seen = item.last_time - item.detections[0].time
@@ -374,6 +455,8 @@ class EventBuilder:
 
     def _event(self, item: _Open, number: int) -> Event:
         ds = item.detections
+        if item.track is not None and item.story is None:
+            ds = [d for d in ds if d.sentence.kind != SEEN] or ds  # the changes it explained
         first = ds[0]
         seen = (first.time, max(d.time for d in ds))
         start = max(0.0, seen[0] - self.pad_before)
@@ -381,6 +464,27 @@ class EventBuilder:
         if self.duration:
             end = max(seen[1], min(end, self.duration))
         noun = item.noun()
+        if item.story is not None:
+            story = item.story
+            return Event(
+                id=number,
+                source=self.source,
+                start=start,
+                end=end,
+                text=story.text,
+                kind=story.kind,
+                noun=story.noun,
+                boxes=tuple(d.bbox for d in ds if d.bbox is not None),
+                frames=(first.before_time, first.time),
+                detections=len(ds),
+                seen=seen,
+                start_frame=self.frame_number(start),
+                end_frame=self.frame_number(end),
+                sentences=tuple(
+                    EventSentence(m.start, m.end, m.text, m.kind) for m in story.moments
+                ),
+                track=item.path,
+            )
         text, kind = self._describe(ds, noun)
         return Event(
             id=number,

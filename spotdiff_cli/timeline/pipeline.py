@@ -40,6 +40,7 @@ from .compare import (
     watched_box,
 )
 from .events import EventBuilder
+from .objects import ObjectWatcher, in_video_words
 from .regions import parse_roi, watch_mask
 
 T = TypeVar("T")
@@ -232,6 +233,8 @@ class _Sample:
     # The cadence after this sample (for a checkpoint taken here).
     active: bool = False
     found: bool = False
+    # The frame at work size (read-only), for the object detector.
+    pixels: np.ndarray | None = None
 
 
 class _Looker:
@@ -255,6 +258,9 @@ class _Looker:
         self.warnings, self.resume_at = warnings, resume_at
         self.comparator = Comparator(video, None)
         self.reference = reference
+        # The watched area's bounding box in work pixels (x, y, w, h), once the first frame
+        # is seen; None: the whole frame.
+        self.region: BBox | None = None
         self.cadence = _Cadence(describe_every)
         if resume_at is not None:
             self.cadence.active, self.cadence.found = resume_at.active, resume_at.found
@@ -286,6 +292,13 @@ class _Looker:
             if self.watch is not None and watch_work is None:
                 watch_work = resize_like(self.watch.astype(np.uint8), pixels) > 0
                 crop = watched_box(watch_work)
+                rows, cols = crop
+                self.region = (
+                    cols.start or 0,
+                    rows.start or 0,
+                    (cols.stop or pixels.shape[1]) - (cols.start or 0),
+                    (rows.stop or pixels.shape[0]) - (rows.start or 0),
+                )
                 watch_thumb = (
                     resize_like(watch_work[crop].astype(np.uint8), thumbnail(pixels[crop])) > 0
                 )
@@ -320,7 +333,14 @@ class _Looker:
             self.comparator.push(pixels)
             previous_thumb = thumb
             yield _Sample(
-                timestamp, result, continues, replaying, carried, cadence.active, cadence.found
+                timestamp,
+                result,
+                continues,
+                replaying,
+                carried,
+                cadence.active,
+                cadence.found,
+                pixels,
             )
 
 
@@ -400,6 +420,24 @@ def describe_source(
         )
         last_described: tuple[list[Detection], Report | None] = ([], None)
         stopped = False
+        objects = (
+            ObjectWatcher(
+                info.width,
+                info.height,
+                work_pixels_scale,
+                setting_seconds(video.look_every, "--look-every", info.fps),
+                first_time=(
+                    source._position(parse_time(video.start, what="--start"), "--start")
+                    if video.start is not None
+                    else 0.0
+                ),
+                every=parse_every(video.every).seconds or 0.0,
+            )
+            # --no-recognise: no looking for people and vehicles, by pixels or by detector.
+            if video.objects and settings.caption.recognise
+            else None
+        )
+        was_changed = False
         try:
             # Three stages on three threads: decoding, the pixel analysis of each changed pair,
             # and here the captions and events. Captions need the previous pair's recognition
@@ -442,29 +480,59 @@ def describe_source(
                                 continue
                             box = _sentence_box(report, sentence.cluster_ids, work_pixels_scale)
                             detections.append(
-                                Detection(
-                                    timestamp,
-                                    before_time,
-                                    sentence,
-                                    box,
-                                    str(sentence.details.get("noun", "")),
+                                in_video_words(
+                                    Detection(
+                                        timestamp,
+                                        before_time,
+                                        sentence,
+                                        box,
+                                        str(sentence.details.get("noun", "")),
+                                    ),
+                                    info.width,
+                                    info.height,
                                 )
                             )
                         if detections:
                             reports[timestamp] = report
                         last_described = (detections, report)
+                    before_time = (
+                        result.processed_until if result.processed_until is not None else timestamp
+                    )
                     history.append(timestamp)
                     result.processed_until = timestamp
                     if sample.replaying:
                         continue  # already counted by the run being resumed
                     index += 1
                     result.samples += 1
-                    for event in builder.add(index, detections, time=timestamp):
+                    live: set[int] | None = None
+                    if objects is not None:
+                        changed = sample.analysis is not None or sample.carried
+                        objects.region = looker.region
+                        detections = _with_objects(
+                            objects,
+                            builder,
+                            sample,
+                            detections,
+                            before_time,
+                            changed=changed,
+                            starts_change=changed and not was_changed,
+                        )
+                        was_changed = changed
+                        for track in objects.expired(timestamp):
+                            builder.tell(track, objects.story(track, to_end=False))
+                        live = objects.live_ids
+                        if detections and timestamp not in reports and sample.analysis:
+                            reports[timestamp] = report
+                    for event in builder.add(index, detections, time=timestamp, live_tracks=live):
                         _close(result, event, reports, on_event, on_closed)
+                    if objects is not None and objects.arrived:
+                        _adopt_arrivals(objects, builder, timestamp)
                     live = {d.time for o in builder.open for d in o.detections[:1]}
                     for t in [t for t in reports if t not in live]:
                         del reports[t]
                     if not builder.open:
+                        if objects is not None:
+                            objects.reset()  # what a run resumed from here starts with
                         result.checkpoint = Checkpoint(
                             timestamp,
                             history[0],
@@ -489,6 +557,9 @@ def describe_source(
             if not stopped:
                 # The events still open close here; writing their pictures can fail as any
                 # write can (a full disk), so this is inside the same error handling.
+                if objects is not None:
+                    for track, in_view in objects.finish():
+                        builder.tell(track, objects.story(track, to_end=in_view))
                 for event in builder.finish():
                     _close(result, event, reports, on_event, on_closed)
         except SpotdiffError as exc:
@@ -632,6 +703,32 @@ def _check_end(
             f"{result.source} ended at {format_timecode(result.processed_until)}, but its header says "
             f"{format_timecode(duration)}: the file looks truncated; nothing after that point was seen"
         )
+
+
+def _with_objects(
+    objects: ObjectWatcher,
+    builder: EventBuilder,
+    sample: _Sample,
+    detections: list[Detection],
+    before_time: float,
+    *,
+    changed: bool,
+    starts_change: bool,
+) -> list[Detection]:
+    """Look for objects at this sample when it is time to (``ObjectWatcher.wants_look``), tell
+    the builder about the tracks that ended, and return the sample's detections with those the
+    tracked objects explain made theirs."""
+    look = None
+    if sample.pixels is not None and objects.wants_look(sample.timestamp, changed, starts_change):
+        active = sample.analysis.mask.active if sample.analysis is not None else None
+        look = objects.look(sample.timestamp, sample.pixels, detections, active)
+    return objects.explain(detections, sample.timestamp, before_time, look)
+
+
+def _adopt_arrivals(objects: ObjectWatcher, builder: EventBuilder, timestamp: float) -> None:
+    """The changes an object's arrival made just before it was first tracked join its event."""
+    for track in objects.arrived:
+        builder.adopt(track.id, track.sightings[0].box, timestamp - objects.look_every - 1e-6)
 
 
 def _with_picture(event: Event, reports: dict[float, Report], on_event: EventFn | None) -> Event:

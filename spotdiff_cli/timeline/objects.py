@@ -1,0 +1,348 @@
+"""The objects of one source: when to run the detector, what its boxes are called, which change
+sentences each tracked object explains.
+
+The detector costs a forward pass (tens of ms), the pixel analysis much less, so it runs only
+where it can tell something new: on a sample that starts a change, on changed samples at most
+once per ``look_every``, and, while objects are tracked, once per ``look_every`` even on quiet
+samples (a person standing still at a table makes no pixel change, and must still be seen to
+be there, or to have gone). Only the watched region (``--roi``/``--mask``'s box) is searched.
+
+A change sentence is explained by a tracked object when its box overlaps the object's box at
+that sample (or the object's last box, between looks): it becomes part of that object's event
+instead of an event of its own ("a large black object appeared" is the man in black walking
+in). A whole-frame statement (the light changed, the camera moved) made while an object is in
+view is the object's doing too (an exposure change as a white car fills the frame): dropped.
+
+An object is an event only once it explains a change: a parked car or a sign the detector sees
+at every look, that never moves, is scenery. Until then its track is kept by the tracker alone
+(the event builder never hears of it), and the tracker starts afresh whenever no event is open,
+which is when the run takes a resume checkpoint, so a resumed run tracks exactly what an
+uninterrupted one does. A track that ended keeps its event open for a short grace, so the
+changes its object leaves behind (the door it walked out of) join its event.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+
+from ..captioners.words import region_phrase
+from ..geometry import box_iou
+from ..types import BBox, Detection, Sentence
+from .events import SEEN
+from .tracks import NOUNS, ObjectTracker, Sighting, Track, TrackStory, tell
+
+# Whole-frame statements an object in view explains.
+_WHOLE_FRAME = ("lighting", "scene", "camera")
+# A detection must score this much to start or feed a track.
+MIN_SCORE = 0.4
+# Labels NanoDet gives cars seen from straight above (compact, car-sized, on a car-park floor):
+# named "car" when the box is car-sized for the frame, else dropped (never "a cell phone").
+# (measured on the car-park clip: cell phone, kite, bottle, cup, boat, parking meter, bowl...).
+_TOP_VIEW_CAR = {
+    "cell phone", "kite", "remote", "book", "laptop", "keyboard", "mouse", "skateboard",
+    "bottle", "cup", "boat", "parking meter", "frisbee", "bowl", "toilet", "surfboard",
+}  # fmt: skip
+_CAR_SIZE = (0.004, 0.25)  # share of the frame a car seen from above covers
+# Nouns the pixel analysis gives a change cluster that make it a sighting of a tracked object.
+_CHANGE_NOUNS = {
+    "person": "person",
+    "car": "car",
+    "vehicle": "car",
+    "van": "car",
+    "truck": "truck",
+    "bus": "bus",
+    "bicycle": "bicycle",
+    "motorcycle": "motorcycle",
+    "dog": "dog",
+    "cat": "cat",
+}
+VEHICLE_MASS = 0.35
+_PRESENT = ("appeared", "moved", "changed")  # change kinds whose box shows the thing now
+MOVING_SHARE = 0.1  # changed pixels in a box that make it a thing that moved  # the classifier's summed vehicle probability that names such a box a car
+
+
+@dataclasses.dataclass
+class Look:
+    """What one look at a sample found: the tracks seen, and those that ended."""
+
+    seen: list[Track]
+    ended: list[Track]
+
+
+class ObjectWatcher:
+    """Detector + tracker for one source. ``width``/``height``: the source's pixels;
+    ``scale``: original pixels per analysed (work) pixel; ``region``: the watched box in work
+    pixels, or None for the whole frame."""
+
+    def __init__(
+        self,
+        width: int,
+        height: int,
+        scale: float,
+        look_every: float,
+        region: BBox | None = None,
+        detector: object | None = None,
+        first_time: float = 0.0,
+        every: float = 0.0,
+    ) -> None:
+        """first_time: when the source's first sample is (``--start``): an object seen then
+        was there from the start. every: the sample spacing (s; 0 when counted in frames)."""
+        self.width, self.height, self.scale = width, height, scale
+        self.look_every = look_every
+        self.region = region
+        self._detector = detector
+        # Looks come at most once per look_every, and no more often than samples do.
+        self.misses = max(0, round(2 * look_every / max(look_every, every)))
+        self.tracker = ObjectTracker(self.misses)
+        self.last_look: float | None = None
+        self.first_time = first_time
+        self.last_object_time: float | None = None
+        self.visible: set[int] = set()  # tracks that explained a change: the builder has them
+        self.arrived: list[Track] = []  # tracks made visible at the latest sample
+        self.ending: dict[int, tuple[Track, float]] = {}  # ended visible tracks, grace end
+        self.grace = 1.5 * look_every
+
+    def reset(self) -> None:
+        """No event is open (a checkpoint): forget the scenery, as a resumed run starts."""
+        self.tracker = ObjectTracker(self.misses)
+        self.last_look = None
+        self.last_object_time = None
+        self.visible.clear()
+
+    @property
+    def live_ids(self) -> set[int]:
+        """The tracks whose events stay open: followed and visible, or in their grace."""
+        return (self.visible & set(self.tracker.live)) | set(self.ending)
+
+    # -- when ------------------------------------------------------------------------------
+
+    def wants_look(self, time: float, changed: bool, starts_change: bool) -> bool:
+        """Run the detector at this sample? See the module docstring."""
+        # A tenth of slack: samples of a 12.5 fps video at --every 1s fall 0.96 s apart.
+        due = self.last_look is None or time - self.last_look >= 0.9 * self.look_every
+        if changed:
+            return starts_change or due
+        return bool(self.visible & set(self.tracker.live)) and due
+
+    # -- what ------------------------------------------------------------------------------
+
+    def look(
+        self,
+        time: float,
+        pixels: np.ndarray,
+        changes: list[Detection] | None = None,
+        active: np.ndarray | None = None,
+    ) -> Look:
+        """Detect in ``pixels`` (the sample's (H, W, 3) uint8 RGB frame at work size) and step
+        the tracker. ``changes``: this sample's change detections; those the pixel analysis
+        already named ("a person", "a car" from HOG and the ImageNet classifier) are sightings
+        too where the detector found nothing there (it misses cars seen from above).
+        ``active``: the pair's changed pixels ((H, W) bool, work size), when it was analysed."""
+        from ..analysis.detect import default_detector
+
+        detector = self._detector or default_detector()
+        self.last_look = time
+        found = detector.detect(pixels, region=self.region, min_score=MIN_SCORE)  # type: ignore[attr-defined]
+        sightings = []
+        moving = [
+            tuple(v / self.scale for v in c.bbox) for c in changes or () if c.bbox is not None
+        ]
+        for d in found:
+            label = self._named(d.label, d.box, pixels, moving, active)
+            if label is None:
+                continue
+            x, y, w, h = d.box
+            s = self.scale
+            box = (round(x * s), round(y * s), round(w * s), round(h * s))
+            sightings.append(Sighting(time, box, label, d.score))
+        for change in changes or ():
+            label = _CHANGE_NOUNS.get(change.noun)
+            # "The person in the centre is gone" names where someone was, not is.
+            if label is None or change.bbox is None or change.sentence.kind not in _PRESENT:
+                continue
+            if any(box_iou(change.bbox, s.box) > 0.2 for s in sightings):
+                continue
+            confidence = float(change.sentence.details.get("recognition_confidence", 0.5))
+            sightings.append(Sighting(time, change.bbox, label, min(confidence, 0.6)))
+        seen, ended = self.tracker.update(time, _one_per_object(sightings))
+        for track in ended:
+            if track.id in self.visible:
+                self.visible.discard(track.id)
+                self.ending[track.id] = (track, time + self.grace)
+        return Look(seen, ended)
+
+    def expired(self, time: float) -> list[Track]:
+        """Ended tracks whose grace is over at ``time``: their events can be told."""
+        done = [t for t, until in self.ending.values() if time >= until - 1e-6]
+        for track in done:
+            del self.ending[track.id]
+        return done
+
+    def finish(self) -> list[tuple[Track, bool]]:
+        """The source ended: every visible track ends, with whether it was still followed then
+        (in view at the end) or already gone (in its grace)."""
+        done = [(t, True) for t in self.tracker.finish() if t.id in self.visible]
+        done += [(t, False) for t, _ in self.ending.values()]
+        self.ending.clear()
+        self.visible.clear()
+        return done
+
+    def _object_did_it(self, detection: Detection, time: float) -> bool:
+        """A whole-frame statement (light, camera, view) made while something moves in view or
+        just did: a white car filling the frame moves a camera's exposure and fools the
+        camera-motion fit; the thing's own event tells what happened. A change of light with
+        nothing moving behind it (a lamp switched on) stays an event of its own."""
+        return (
+            detection.sentence.kind in _WHOLE_FRAME
+            and self.last_object_time is not None
+            and time - self.last_object_time <= self.look_every + 1e-6
+        )
+
+    @staticmethod
+    def _named(
+        label: str,
+        box: BBox,
+        pixels: np.ndarray,
+        moving: list[tuple[float, ...]],
+        active: np.ndarray | None = None,
+    ) -> str | None:
+        """The noun a detection is followed as, or None for things that do not come and go.
+
+        NanoDet, trained on street-level photos, calls a car seen from straight above a "cell
+        phone", a "kite" or a "bottle". Such a box is a car by the evidence around it: it is
+        car-sized for the frame (no phone fills a sixth of a surveillance view) and either it
+        moves (a change of the pixel analysis covers it: phones and kites do not drive through
+        a car park, and a painted line never moves) or the ImageNet classifier on the crop,
+        which knows cars from above, says vehicle."""
+        if label in NOUNS:
+            return label
+        share = box[2] * box[3] / max(1, pixels.shape[0] * pixels.shape[1])
+        if label not in _TOP_VIEW_CAR or not _CAR_SIZE[0] <= share <= _CAR_SIZE[1]:
+            return None
+        if any(_covered(box, change) >= 0.5 for change in moving):
+            return "car"
+        if active is not None and active.shape == pixels.shape[:2]:
+            x, y, w, h = (int(v) for v in box)
+            if active[y : y + h, x : x + w].mean() >= MOVING_SHARE:
+                return "car"
+        from ..analysis.recognise import VEHICLE_GROUPS, classify_groups
+
+        masses = classify_groups(pixels, tuple(int(v) for v in box))
+        return "car" if sum(masses.get(g, 0.0) for g in VEHICLE_GROUPS) >= VEHICLE_MASS else None
+
+    def story(self, track: Track, *, to_end: bool) -> TrackStory | None:
+        """How an ended track is told (None: too short to be an object)."""
+        if not self.tracker.reportable(track):
+            return None
+        from_start = track.start <= self.first_time + self.look_every + 1e-6
+        return tell(track, self.width, self.height, from_start=from_start, to_end=to_end)
+
+    # -- which sentences -------------------------------------------------------------------
+
+    def explain(
+        self, detections: list[Detection], time: float, before_time: float, look: Look | None
+    ) -> list[Detection]:
+        """This sample's change detections, with those a tracked object explains made part of
+        its event, and a sighting for each object seen that no change sentence mentioned."""
+        self.arrived = []
+        tracks = dict(self.tracker.live)
+        tracks.update({i: t for i, (t, _) in self.ending.items()})
+        seen_now = {t.id for t in look.seen} if look is not None else set()
+        # At a look, the objects where they are now; between looks, where they were last seen.
+        where = {i: t.sightings[-1].box for i, t in tracks.items()}
+        if where or any(
+            d.bbox is not None and d.sentence.kind not in _WHOLE_FRAME for d in detections
+        ):
+            self.last_object_time = time
+        if not where:
+            return [d for d in detections if not self._object_did_it(d, time)]
+        out: list[Detection] = []
+        mentioned: set[int] = set()
+        for detection in detections:
+            if self._object_did_it(detection, time):
+                continue  # what moves in view explains a change of the whole frame
+            if detection.bbox is None or detection.sentence.kind in _WHOLE_FRAME:
+                out.append(detection)
+                continue
+            owner = _best_overlap(detection.bbox, where)
+            if owner is None:
+                out.append(detection)
+                continue
+            mentioned.add(owner)
+            if owner not in self.ending and owner not in self.visible:
+                self.visible.add(owner)
+                self.arrived.append(tracks[owner])
+            track = tracks[owner]
+            out.append(
+                dataclasses.replace(detection, bbox=where[owner], noun=track.noun, track=owner)
+            )
+        for track_id, box in where.items():
+            if track_id in mentioned or track_id not in seen_now or track_id not in self.visible:
+                continue
+            track = tracks[track_id]
+            text = f"a {track.noun} {region_phrase(box, self.width, self.height)}"
+            out.append(
+                Detection(time, before_time, Sentence(text, kind=SEEN), box, track.noun, track_id)
+            )
+        return out
+
+
+def in_video_words(detection: Detection, width: int, height: int) -> Detection:
+    """A still's words made right for a camera's footage.
+
+    "Changed colour" and "changed material" describe an object that stays in place with its
+    shape: a repainted car in a media team's two versions, a rendered sphere turned metal. In a
+    camera's footage the same measurement is a person turning round or light moving over a
+    surface: a named thing (a person, a vehicle) that "changed colour" moved; an unnamed one is
+    a local change of light, which merges with the light changes around it."""
+    kind = detection.sentence.kind
+    if kind not in ("colour", "material") or detection.bbox is None:
+        return detection
+    where = region_phrase(detection.bbox, width, height)
+    if detection.noun in _CHANGE_NOUNS:
+        noun = _CHANGE_NOUNS[detection.noun]
+        sentence = dataclasses.replace(
+            detection.sentence, text=f"the {noun} {where} moved", kind="changed"
+        )
+    else:
+        sentence = dataclasses.replace(
+            detection.sentence, text=f"the light changed {where}", kind="lighting"
+        )
+    return dataclasses.replace(detection, sentence=sentence)
+
+
+def _one_per_object(sightings: list[Sighting], iou: float = 0.6) -> list[Sighting]:
+    """One sighting per box: the detector's non-maximum suppression runs per class, so a person
+    seen from behind can come back as a person, a dog and a cat in one place. The best score
+    stays; the track's noun is then the vote over all its looks."""
+    kept: list[Sighting] = []
+    for sighting in sorted(sightings, key=lambda s: -s.score):
+        if all(box_iou(sighting.box, k.box) < iou for k in kept):
+            kept.append(sighting)
+    return kept
+
+
+def _covered(box: BBox, change: tuple[float, ...]) -> float:
+    """The share of ``box`` a change's box covers."""
+    x, y, w, h = box
+    cx, cy, cw, ch = change
+    ix = min(x + w, cx + cw) - max(x, cx)
+    iy = min(y + h, cy + ch) - max(y, cy)
+    return max(0.0, ix) * max(0.0, iy) / max(1.0, w * h)
+
+
+def _best_overlap(box: BBox, where: dict[int, BBox]) -> int | None:
+    """The tracked object whose box shares the most area with ``box`` (grown by a fifth of
+    its size, as a cluster often covers a part of a person), or None."""
+    x, y, w, h = box
+    best, best_area = None, 0.0
+    for track_id, (ox, oy, ow, oh) in where.items():
+        gx, gy = ow * 0.2, oh * 0.2
+        ix = min(x + w, ox + ow + gx) - max(x, ox - gx)
+        iy = min(y + h, oy + oh + gy) - max(y, oy - gy)
+        area = max(0.0, ix) * max(0.0, iy)
+        if area > best_area and area >= 0.3 * w * h:
+            best, best_area = track_id, area
+    return best

@@ -1,0 +1,405 @@
+"""Objects followed over time: the detector's boxes linked into tracks, and a track told as
+one event ("a person walked in from the bottom, stood in the centre for 20 s and left to the
+right").
+
+Linking is norfair's (the tracker Frigate uses; the maintained ``norfair-enough`` fork):
+a Kalman filter per object over its box corners, matched to the next sample's boxes by IoU.
+The tracker is stepped only on the samples where the detector ran (the pipeline decides: a
+changed sample, or a confirmation look while objects are tracked), so "missed" counts looks
+at the scene, not frames, and an object standing still through quiet samples stays tracked.
+
+What a track says is decided from its sightings alone (deterministic, no learned words):
+where it entered (an edge of the frame, or a place inside it), whether and how long it stayed
+still, where it left, whether it was there from the start or is still there at the end, and
+its noun: the label it was given most often, weighted by score, among the labels spotdiff
+names (a one-off "kite" on a car is outvoted).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ..captioners.words import region_name, region_phrase
+from ..types import BBox
+
+# What the detector's COCO labels are called in a report, and which ones spotdiff follows:
+# things that come and go in a scene. Fixed furniture (chairs, tables, TVs) never makes a visit.
+NOUNS: dict[str, str] = {
+    "person": "person",
+    "bicycle": "bicycle",
+    "car": "car",
+    "motorcycle": "motorcycle",
+    "bus": "bus",
+    "truck": "truck",
+    "train": "train",
+    "boat": "boat",
+    "bird": "bird",
+    "cat": "cat",
+    "dog": "dog",
+    "horse": "horse",
+    "backpack": "backpack",
+    "umbrella": "umbrella",
+    "handbag": "bag",
+    "suitcase": "suitcase",
+}
+VEHICLES = {"car", "bus", "truck", "motorcycle", "bicycle", "train", "boat"}
+PLURALS = {"person": "people", "bus": "buses"}
+
+EDGE_SHARE = 0.04  # a box within this share of the frame's size from an edge touches it
+STILL_SHARE = 0.03  # centre moves less than this share of the diagonal between looks: still
+THROUGH_SHARE = 0.35  # entry and exit this far apart (share of the diagonal): passed through
+
+
+@dataclass(frozen=True)
+class Sighting:
+    """One look at a tracked object: when, where (original pixels) and what it looked like."""
+
+    time: float
+    box: BBox
+    label: str
+    score: float
+
+
+@dataclass
+class Track:
+    """One object's sightings, in time order. ``id`` counts up from 1 per source."""
+
+    id: int
+    sightings: list[Sighting] = field(default_factory=list)
+
+    @property
+    def start(self) -> float:
+        return self.sightings[0].time
+
+    @property
+    def end(self) -> float:
+        return self.sightings[-1].time
+
+    @property
+    def noun(self) -> str:
+        """The label seen most, weighted by score (one object, one noun for its whole life)."""
+        votes: Counter[str] = Counter()
+        for s in self.sightings:
+            votes[NOUNS.get(s.label, s.label)] += s.score
+        return votes.most_common(1)[0][0] if votes else "object"
+
+    @property
+    def boxes(self) -> list[BBox]:
+        return [s.box for s in self.sightings]
+
+    def path(self) -> list[tuple[float, float]]:
+        """The box centres, original pixels."""
+        return [(x + w / 2, y + h / 2) for x, y, w, h in self.boxes]
+
+
+_INWARD = {"left": (1.0, 0.0), "right": (-1.0, 0.0), "top": (0.0, 1.0), "bottom": (0.0, -1.0)}
+
+
+def _touching(box: BBox, width: int, height: int) -> list[str]:
+    """The frame edges a box touches ("bottom", "left"...)."""
+    x, y, w, h = box
+    gaps = {
+        "left": x / width,
+        "right": (width - x - w) / width,
+        "top": y / height,
+        "bottom": (height - y - h) / height,
+    }
+    return [name for name, gap in gaps.items() if gap <= EDGE_SHARE]
+
+
+def _motion(path: list[tuple[float, float]], step: float) -> tuple[float, float] | None:
+    """From the first point to the first one more than ``step`` away: where it went."""
+    x0, y0 = path[0]
+    for x, y in path[1:]:
+        if np.hypot(x - x0, y - y0) > step:
+            return (x - x0, y - y0)
+    return None
+
+
+def _crossed_edge(
+    box: BBox, motion: tuple[float, float] | None, width: int, height: int, sign: float
+) -> str | None:
+    """The edge an object came in through (``sign`` 1: it moved away from it) or went out
+    through (``sign`` -1: it moved towards it): one its box touches, in the direction it moved.
+    A tall person's head touching the top of the frame is no way in; walking up from the bottom
+    edge is."""
+    if motion is None:
+        return None
+    best, best_dot = None, 0.0
+    for edge in _touching(box, width, height):
+        nx, ny = _INWARD[edge]
+        dot = sign * (motion[0] * nx + motion[1] * ny)
+        if dot > best_dot:
+            best, best_dot = edge, dot
+    return best
+
+
+@dataclass(frozen=True)
+class Stay:
+    """The longest stretch over which a tracked object stayed in one place."""
+
+    seconds: float
+    box: BBox
+    start: float
+    end: float
+
+
+def _longest_stay(track: Track, diagonal: float) -> Stay | None:
+    """Where and for how long the object stayed still the longest (None: one sighting)."""
+    best: Stay | None = None
+    path = track.path()
+    start = 0
+    for i in range(1, len(path) + 1):
+        moved = i < len(path) and (
+            np.hypot(path[i][0] - path[start][0], path[i][1] - path[start][1])
+            > STILL_SHARE * diagonal
+        )
+        if i == len(path) or moved:
+            t0, t1 = track.sightings[start].time, track.sightings[i - 1].time
+            if best is None or t1 - t0 > best.seconds:
+                best = Stay(t1 - t0, track.sightings[(start + i - 1) // 2].box, t0, t1)
+            start = i
+    return best
+
+
+@dataclass(frozen=True)
+class Moment:
+    """One thing a tracked object did, with when: a sentence inside its event."""
+
+    start: float
+    end: float
+    text: str
+    kind: str
+
+
+@dataclass(frozen=True)
+class TrackStory:
+    """What a track says: its kind, one sentence for the event, the moments inside it."""
+
+    kind: str  # arrived, left, visited, passed, parked, present
+    text: str
+    noun: str
+    moments: tuple[Moment, ...]
+
+
+def _subject(noun: str) -> str:
+    return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+
+
+def tell(
+    track: Track,
+    width: int,
+    height: int,
+    *,
+    from_start: bool,
+    to_end: bool,
+) -> TrackStory:
+    """The sentences a person would write about one track.
+
+    from_start: the object was already there at the first look of the source.
+    to_end: it was still there at the last look (the source ended with it in view).
+    """
+    noun = track.noun
+    diagonal = float(np.hypot(width, height))
+    first, last = track.sightings[0], track.sightings[-1]
+    step = STILL_SHARE * diagonal
+    path = track.path()
+    came = _motion(path, step)
+    went = _motion(path[::-1], step)
+    went = (-went[0], -went[1]) if went is not None else None
+    enter_edge = None if from_start else _crossed_edge(first.box, came, width, height, 1.0)
+    leave_edge = None if to_end else _crossed_edge(last.box, went, width, height, -1.0)
+    vehicle = noun in VEHICLES
+    person = noun == "person"
+    subject = _subject(noun)
+    stay = _longest_stay(track, diagonal)
+    stayed = stay is not None and stay.seconds >= 2.0
+    (x0, y0), (x1, y1) = track.path()[0], track.path()[-1]
+    travelled = float(np.hypot(x1 - x0, y1 - y0)) / diagonal
+
+    if (
+        not from_start
+        and not to_end
+        and enter_edge
+        and leave_edge
+        and enter_edge != leave_edge
+        and travelled >= THROUGH_SHARE
+        and not stayed
+    ):
+        through = "drove through" if vehicle else "walked through" if person else "passed"
+        text = f"{subject} {through} from the {enter_edge} to the {leave_edge}"
+        return TrackStory("passed", text, noun, (Moment(first.time, last.time, text, "passed"),))
+
+    moments: list[Moment] = []
+    clauses: list[str] = []
+    if from_start:
+        clauses.append(f"{subject} was {region_phrase(first.box, width, height)} from the start")
+        moments.append(Moment(first.time, first.time, clauses[-1], "present"))
+    else:
+        if enter_edge:
+            come = "drove in" if vehicle else "walked in" if person else "came in"
+            clauses.append(f"{subject} {come} from the {enter_edge}")
+        else:
+            clauses.append(f"{subject} appeared {region_phrase(first.box, width, height)}")
+        moments.append(Moment(first.time, first.time, clauses[-1], "appeared"))
+    if stayed:
+        assert stay is not None
+        verb = "stopped" if vehicle else "stood" if person else "stayed"
+        where = region_phrase(stay.box, width, height)
+        # "appeared in the centre, stood in the centre" says the place twice.
+        said = where if where != region_phrase(first.box, width, height) or enter_edge else "there"
+        clauses.append(f"{verb} {said} for {stay.seconds:.0f} s")
+        moments.append(Moment(stay.start, stay.end, f"{subject} {verb} {where}", "stayed"))
+    if to_end:
+        kind = "present" if from_start else "parked" if vehicle and stayed else "arrived"
+        clauses.append("was still there at the end")
+    else:
+        kind = "left" if from_start else "visited"
+        if leave_edge:
+            go = f"{'drove off' if vehicle else 'left'} to the {leave_edge}"
+        elif stayed and region_phrase(last.box, width, height) == where:
+            go = "left"
+        else:
+            go = f"was gone from the {region_name(last.box, width, height)}"
+            if not stayed and track.end - track.start >= 2.0:
+                go += f" {track.end - track.start:.0f} s later"
+        clauses.append(go)
+        moments.append(Moment(last.time, last.time, f"{subject} {go}", "disappeared"))
+    if len(clauses) == 1:
+        text = clauses[0]
+    else:
+        text = ", ".join(clauses[:-1]) + " and " + clauses[-1]
+    return TrackStory(kind, text, noun, tuple(moments))
+
+
+class ObjectTracker:
+    """norfair over sightings: ``update`` at each look, ``finish`` at the end.
+
+    misses: looks in a row without a match after which a track ends (its object left); a
+    track's end time is its last sighting. Looks a second apart allow two (a detector misses a
+    person now and then); looks ten seconds apart allow none, or the next visitor at the same
+    table would continue the last one's track. min_hits: sightings a track needs to be told as
+    an object (one false detection never becomes a visit). reach: how far a box may be from
+    where its track was expected, in the track's box diagonals (looks are a second apart, so a
+    walking person's boxes need not overlap).
+    """
+
+    def __init__(self, misses: int = 2, min_hits: int = 2, reach: float = 1.5) -> None:
+        import logging
+
+        from norfair import Tracker  # the light install has it: pure Python over numpy/scipy
+
+        self.min_hits = min_hits
+        self.misses = misses
+        # norfair logs a speed hint for every scalar distance function; a handful of boxes a
+        # look needs no vectorising, and a report must not carry a library's advice.
+        logging.getLogger("norfair.tracker").setLevel(logging.ERROR)
+        # norfair keeps an object a little longer than a track lives, so a match to an object
+        # whose track ended starts a new track instead of silently reviving the old one.
+        self._tracker = Tracker(
+            distance_function=_box_distance,
+            distance_threshold=reach,
+            hit_counter_max=misses + 2,
+            initialization_delay=0,
+            pointwise_hit_counter_max=misses + 2,
+        )
+        self._tracks: dict[int, Track] = {}  # our id -> the track
+        self._of_object: dict[int, int] = {}  # norfair's object id -> our id
+        self._missed: dict[int, int] = {}  # our id -> looks in a row without a match
+        self._next_id = 1
+
+    @property
+    def live(self) -> dict[int, Track]:
+        """Tracks still followed, by id (an id is never reused within one tracker)."""
+        return dict(self._tracks)
+
+    def reportable(self, track: Track) -> bool:
+        """Seen often enough to be an object, not one false detection."""
+        return len(track.sightings) >= self.min_hits
+
+    def update(self, time: float, sightings: list[Sighting]) -> tuple[list[Track], list[Track]]:
+        """One look at the scene at ``time``. Returns (the tracks seen at this look, the tracks
+        that ended with it); each sighting belongs to at most one track."""
+        from norfair import Detection as NorfairDetection
+
+        detections = [
+            NorfairDetection(
+                points=np.array([[x, y], [x + w, y + h]], dtype=float),
+                scores=np.array([s.score, s.score]),
+                label=_family(s.label),
+                data=s,
+            )
+            for s in sightings
+            for x, y, w, h in [s.box]
+        ]
+        seen: list[Track] = []
+        for obj in self._tracker.update(detections=detections):
+            detection = obj.last_detection
+            if obj.id is None or detection is None or not isinstance(detection.data, Sighting):
+                continue
+            if detection.data.time != time:
+                continue  # not matched at this look: norfair keeps the last match
+            ours = self._of_object.get(obj.id)
+            if ours is None:
+                ours = self._of_object[obj.id] = self._next_id
+                self._tracks[ours] = Track(ours)
+                self._next_id += 1
+            self._tracks[ours].sightings.append(detection.data)
+            self._missed[ours] = 0
+            seen.append(self._tracks[ours])
+        alive = {obj.id for obj in self._tracker.tracked_objects if obj.id is not None}
+        ended = []
+        for obj_id, ours in list(self._of_object.items()):
+            track = self._tracks[ours]
+            if track.sightings[-1].time != time:
+                self._missed[ours] = self._missed.get(ours, 0) + 1
+            if obj_id not in alive or self._missed[ours] > self.misses:
+                ended.append(self._tracks.pop(ours))
+                del self._of_object[obj_id]
+                del self._missed[ours]
+        return seen, ended
+
+    def finish(self) -> list[Track]:
+        """The source ended: every track still followed ends."""
+        ended = list(self._tracks.values())
+        self._tracks.clear()
+        self._of_object.clear()
+        self._missed.clear()
+        return ended
+
+
+def _box_distance(detection, tracked) -> float:
+    """Distance of a new box from a track's predicted box: the gap between their centres in
+    diagonals of the larger box, plus how much their sizes differ (0 = same place and size)."""
+    (ax0, ay0), (ax1, ay1) = detection.points
+    (bx0, by0), (bx1, by1) = tracked.estimate
+    aw, ah, bw, bh = ax1 - ax0, ay1 - ay0, bx1 - bx0, by1 - by0
+    diagonal = max(np.hypot(aw, ah), np.hypot(bw, bh), 1.0)
+    gap = np.hypot((ax0 + ax1 - bx0 - bx1) / 2, (ay0 + ay1 - by0 - by1) / 2) / diagonal
+    sizes = abs(np.log(max(aw * ah, 1.0) / max(bw * bh, 1.0)))
+    return float(gap + 0.25 * sizes)
+
+
+ANIMATE = {"person", "dog", "cat", "horse", "bird"}
+
+
+def _family(label: str) -> str:
+    """Labels the detector confuses on one object are one family the tracker matches across:
+    vehicles (a car seen as a truck in one look stays one track), and people and animals (a
+    person seen from behind, long hair first, is a "dog" in one look)."""
+    noun = NOUNS.get(label, label)
+    if noun in VEHICLES:
+        return "vehicle"
+    return "animate" if noun in ANIMATE else noun
+
+
+def count_phrase(noun: str, n: int) -> str:
+    """ "a person", "two people", "3 cars"."""
+    if n == 1:
+        return f"{'an' if noun[0] in 'aeiou' else 'a'} {noun}"
+    words = {2: "two", 3: "three", 4: "four", 5: "five"}
+    plural = PLURALS.get(noun, noun + "s")
+    return f"{words.get(n, str(n))} {plural}"

@@ -1,0 +1,153 @@
+"""Objects followed over time (timeline.tracks / timeline.objects): tracks from sightings, the
+sentence a track says, and events built from tracks - with synthetic sightings of known truth,
+so no detector runs here."""
+
+from __future__ import annotations
+
+from spotdiff_cli.timeline.events import SEEN, EventBuilder
+from spotdiff_cli.timeline.objects import ObjectWatcher
+from spotdiff_cli.timeline.tracks import ObjectTracker, Sighting, count_phrase, tell
+from spotdiff_cli.types import Detection, Sentence
+
+W, H = 640, 360
+
+
+def visit_sightings(i: int) -> list[Sighting]:
+    """A person walks in from the bottom (2-7), stands still (8-19), walks out right (20-24)."""
+    t = float(i)
+    if 2 <= i < 8:
+        return [Sighting(t, (300, 360 - 40 * (i - 1), 40, 100), "person", 0.8)]
+    if 8 <= i < 20:
+        return [Sighting(t, (300, 120, 40, 100), "person", 0.8)]
+    if 20 <= i < 25:
+        return [Sighting(t, (300 + 70 * (i - 19), 120, 40, 100), "person", 0.7)]
+    return []
+
+
+def test_one_visit_is_one_track_and_its_story_says_what_happened():
+    tracker = ObjectTracker()
+    ended = []
+    for i in range(30):
+        ended += tracker.update(float(i), visit_sightings(i))[1]
+    assert len(ended) == 1 and not tracker.live
+    track = ended[0]
+    assert (track.start, track.end, track.noun) == (2.0, 24.0, "person")
+    story = tell(track, W, H, from_start=False, to_end=False)
+    assert story.kind == "visited"
+    assert story.text.startswith("a person walked in from the bottom, stood in the centre for 1")
+    assert story.text.endswith("and left to the right")
+    assert [m.kind for m in story.moments] == ["appeared", "stayed", "disappeared"]
+
+
+def test_two_objects_crossing_are_two_tracks():
+    tracker = ObjectTracker()
+    ended = []
+    for i in range(12):
+        t = float(i)
+        a = Sighting(t, (20 + 50 * i, 150, 60, 40), "car", 0.7)  # left -> right
+        b = Sighting(t, (570 - 52 * i, 170, 60, 40), "car", 0.7)  # right -> left
+        ended += tracker.update(t, [a, b])[1]
+    for k in range(5):  # the cars are gone: a few looks with nothing end both tracks
+        ended += tracker.update(20.0 + k, [])[1]
+    assert len(ended) == 2
+    stories = {tell(t, W, H, from_start=False, to_end=False).text for t in ended}
+    assert stories == {
+        "a car drove through from the left to the right",
+        "a car drove through from the right to the left",
+    }
+
+
+def test_a_noun_is_the_tracks_majority_not_one_vote():
+    tracker = ObjectTracker()
+    for i, label in enumerate(["car", "car", "truck", "car"]):
+        tracker.update(float(i), [Sighting(float(i), (100 + 5 * i, 100, 80, 50), label, 0.6)])
+    (track,) = tracker.finish()
+    assert track.noun == "car"
+    story = tell(track, W, H, from_start=False, to_end=True)
+    assert story.kind == "parked" and "still there at the end" in story.text
+
+
+def test_count_phrases():
+    assert count_phrase("person", 1) == "a person"
+    assert count_phrase("person", 2) == "two people"
+    assert count_phrase("car", 7) == "7 cars"
+
+
+class FakeDetector:
+    """Returns the visit's person box (in work pixels) at each look."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def detect(self, pixels, region=None, min_score=0.0):
+        self.calls += 1
+        from spotdiff_cli.analysis.detect import Detection as Box
+
+        i = int(round(self.now))
+        return [Box(s.box, s.label, s.score) for s in visit_sightings(i)]
+
+
+def _change(t: float, box, text="a large black object appeared", kind="appeared") -> Detection:
+    return Detection(t, t - 1, Sentence(text, kind=kind), box, "object")
+
+
+def test_a_visit_becomes_one_event_and_the_changes_it_made_join_it():
+    """The watcher looks at changed samples and, while the person is tracked, once a second on
+    quiet ones; the change sentences the person explains ("a large black object appeared")
+    and the exposure change of its arrival become that one event; a change elsewhere stays its
+    own event."""
+    import numpy as np
+
+    detector = FakeDetector()
+    watcher = ObjectWatcher(W, H, 1.0, look_every=1.0, detector=detector)
+    builder = EventBuilder("cam.mp4", W, H, merge_distance=0.08, merge_gap=1)
+    pixels = np.zeros((H, W, 3), np.uint8)
+    events = []
+    for i in range(32):
+        t = float(i)
+        detector.now = t
+        changes = []
+        if i in (2, 3, 4, 5, 6, 7, 20, 21, 22, 23, 24, 25):  # walking makes pixel changes
+            boxes = visit_sightings(i) or visit_sightings(i - 1)
+            changes = [_change(t, boxes[0].box)]
+        if i == 3:
+            changes.append(
+                Detection(t, t - 1, Sentence("the lighting changed", kind="lighting"), None)
+            )
+        if i == 12:
+            changes.append(_change(t, (560, 300, 30, 30), "a bag appeared in the lower right"))
+        changed = bool(changes)
+        look = None
+        if watcher.wants_look(t, changed, changed and not changes_before(i)):
+            look = watcher.look(t, pixels, changes)
+        detections = watcher.explain(changes, t, t - 1, look)
+        for track in watcher.expired(t):
+            builder.tell(track, watcher.story(track, to_end=False))
+        events += builder.add(i, detections, time=t, live_tracks=watcher.live_ids)
+    for track, in_view in watcher.finish():
+        builder.tell(track, watcher.story(track, to_end=in_view))
+    events += builder.finish()
+    texts = [e.text for e in events]
+    assert len(events) == 2, texts
+    visit = next(e for e in events if e.track)
+    assert visit.kind == "visited" and visit.noun == "person"
+    assert visit.text.startswith("a person walked in from the bottom")
+    assert [s.kind for s in visit.sentences] == ["appeared", "stayed", "disappeared"]
+    assert visit.track[0][0] == 2.0 and visit.track[-1][0] == 24.0
+    assert not any("lighting" in t for t in texts)
+    assert any("bag" in t for t in texts)
+    assert detector.calls < 32  # quiet samples with nobody tracked are not looked at
+
+
+def changes_before(i: int) -> bool:
+    return i - 1 in (2, 3, 4, 5, 6, 7, 12, 20, 21, 22, 23, 24, 25)
+
+
+def test_an_object_that_never_changed_anything_is_scenery():
+    """A detection at every look that explains no change (a parked car, a sign) is no event."""
+    watcher = ObjectWatcher(W, H, 1.0, look_every=1.0, detector=None)
+    seen = Sighting(0.0, (10, 10, 50, 40), "car", 0.9)
+    watcher.tracker.update(0.0, [seen])
+    detections = watcher.explain([], 0.0, 0.0, None)
+    assert detections == [] and not watcher.live_ids
+    assert SEEN == "seen"
