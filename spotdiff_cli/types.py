@@ -274,6 +274,8 @@ class Event:
     # A tracked object's path: (time s, x, y, w, h) per sighting, original pixels; empty for
     # an event told from pixel changes alone.
     track: tuple[tuple[float, int, int, int, int], ...] = ()
+    # (width, height) of the pixels boxes and track are in: the source's frame size.
+    frame_size: tuple[int, int] | None = None
 
     @property
     def pair_times(self) -> tuple[float, float]:

@@ -151,3 +151,28 @@ def test_an_object_that_never_changed_anything_is_scenery():
     detections = watcher.explain([], 0.0, 0.0, None)
     assert detections == [] and not watcher.live_ids
     assert SEEN == "seen"
+
+
+def test_the_room_clip_tells_each_visit_as_one_person_event_with_its_path(tmp_path):
+    """Real footage through the console script: every visit of the first 50 s is one event
+    about a person, timeline.json carries its path, resumable from the JSON."""
+    import json
+
+    from conftest import media
+    from console import run_spotdiff
+
+    from spotdiff_cli.report.timeline import timeline_from_dict
+
+    clip = media("intel_one-by-one-person-detection.mp4")
+    out = tmp_path / "room"
+    proc = run_spotdiff("video", clip, "--every", "1s", "--end", "50", "--out", out)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads((out / "timeline.json").read_text())
+    events = data["sources"][0]["events"]
+    assert [e["noun"] for e in events] == ["person", "person"], [e["text"] for e in events]
+    for e in events:
+        assert e["kind"] == "visited" and len(e["track"]) >= 5
+        assert e["text"].startswith("a person walked in from the bottom")
+        assert (out / e["picture"]).is_file()
+    (result,) = timeline_from_dict(data).values()
+    assert result.events[0].track[0][0] == events[0]["track"][0][0]

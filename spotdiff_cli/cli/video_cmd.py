@@ -223,6 +223,27 @@ def video(
         help="Analyse at this long side, px. \\[default: 640]",
         rich_help_panel="Analysis",
     ),
+    camera: Optional[str] = typer.Option(
+        None,
+        "--camera",
+        help="auto (follow a camera that panned, tilted, rolled or zoomed) or fixed (a camera "
+        "on a wall: never report it moved). \\[default: auto]",
+        rich_help_panel="Analysis",
+    ),
+    objects: Optional[bool] = typer.Option(
+        None,
+        "--objects/--no-objects",
+        help="Follow people, vehicles and other things that come and go with the bundled "
+        "detector, one event per object. \\[default: on]",
+        rich_help_panel="Events",
+    ),
+    look_every: Optional[str] = typer.Option(
+        None,
+        "--look-every",
+        help="While objects are followed, run the detector at most this often (time syntax). "
+        "\\[default: 1s]",
+        rich_help_panel="Events",
+    ),
 ) -> None:
     """Describe what changed over time, as a timeline of events."""
     from .. import video_run
@@ -242,7 +263,7 @@ def video(
 
         hook = EventHook.parse(on_event, on_event_timeout)  # a typo fails now, not per event
     flags = dict(
-        analysis=dict(delta=delta, work_size=work_size),
+        analysis=dict(delta=delta, work_size=work_size, camera=camera),
         caption=dict(
             model=model,
             weights=weights,
@@ -275,6 +296,8 @@ def video(
             max_visit=max_visit,
             describe_every=describe_every,
             clips=clips,
+            objects=objects,
+            look_every=look_every,
         ),
     )
     set_interrupt_hint(resume_hint(out) if out else None)

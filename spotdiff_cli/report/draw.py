@@ -58,6 +58,31 @@ def annotated_image(report: Report) -> np.ndarray:
     return canvas
 
 
+def draw_track(
+    image: np.ndarray, track: tuple[tuple[float, int, int, int, int], ...], scale: float
+) -> None:
+    """Draw a tracked object's path on ``image`` in place: the box where it was first seen
+    (dashed look: thin), the box where it was last seen (thick), and the line of box centres
+    between, with a dot per look. ``scale``: image pixels per track pixel."""
+    colour = (255, 200, 0)
+    thickness = max(2, int(round(min(image.shape[:2]) / 240)))
+    points = [
+        (int(round((x + w / 2) * scale)), int(round((y + h / 2) * scale)))
+        for _, x, y, w, h in track
+    ]
+    for (_, x, y, w, h), width in ((track[0], 1), (track[-1], thickness)):
+        x0, y0 = int(round(x * scale)), int(round(y * scale))
+        x1, y1 = int(round((x + w) * scale)), int(round((y + h) * scale))
+        cv2.rectangle(image, (x0, y0), (x1, y1), colour, width)
+    if len(points) > 1:
+        cv2.polylines(image, [np.array(points, np.int32)], False, colour, thickness)
+    for point in points:
+        cv2.circle(image, point, thickness + 1, colour, -1)
+    cv2.arrowedLine(
+        image, points[-2] if len(points) > 1 else points[0], points[-1], colour, thickness
+    )
+
+
 def box_in_after(bbox: tuple[int, int, int, int], analysis: Analysis) -> tuple[int, int, int, int]:
     """Where a box of the (aligned) analysis lies in the after image as given: shifted back by
     the alignment, or - when the camera moved - its corners projected through the homography

@@ -297,7 +297,9 @@ def _halves(
         "roi": [scaled(b) for b in rois] if scale else [],
         # boxes[0] is already drawn in the picture (its sentence's number); the rest are where
         # the change was seen later in the event (a car driving off, a door closing).
-        "later": [scaled(b) for b in e["boxes"][1:]] if scale else [],
+        # A tracked object's path is drawn in the picture itself (first and last box, the way
+        # between): its many boxes would only hide it.
+        "later": [scaled(b) for b in e["boxes"][1:]] if scale and not e.get("track") else [],
     }
 
 

@@ -38,7 +38,7 @@ from ..atomic import atomic_write_bytes
 from ..errors import OutputError
 from ..frames.timecode import format_timecode
 from ..types import Event, EventSentence, Report
-from .draw import annotated_image
+from .draw import annotated_image, draw_track
 from .editors import write_editor_timelines
 from .encoding import json_bytes, text_bytes
 from .html import timeline_page
@@ -145,6 +145,9 @@ def event_dict(event: Event, started_at: str | None = None) -> dict[str, Any]:
         "pair_times": {"before": round(event.frames[0], 3), "after": round(event.frames[1], 3)},
         "picture": event.picture,
         "clip": event.clip,
+        # A tracked object's path: [time s, x, y, w, h] per look, original pixels ([] for an
+        # event told from pixel changes alone).
+        "track": [[round(t, 3), x, y, w, h] for t, x, y, w, h in event.track],
     }
 
 
@@ -207,6 +210,10 @@ def event_from_dict(data: dict[str, Any], source: str) -> Event:
             for s in data.get("sentences", [])
         ),
         clip=data.get("clip"),
+        track=tuple(
+            (_seconds(t, "track time") or 0.0, int(x), int(y), int(w), int(h))
+            for t, x, y, w, h in data.get("track") or ()
+        ),
     )
 
 
@@ -292,11 +299,19 @@ class EventPicture:
     thumb: bytes  # JPEG: the after half, 240 px wide
 
 
-def render_event_picture(report: Report) -> EventPicture:
-    """The annotated frame pair and a thumbnail (the after half, boxes drawn), as JPEG bytes."""
+def render_event_picture(
+    report: Report,
+    track: tuple[tuple[float, int, int, int, int], ...] = (),
+    frame_size: tuple[int, int] | None = None,
+) -> EventPicture:
+    """The annotated frame pair and a thumbnail (the after half, boxes drawn), as JPEG bytes.
+    track / frame_size: a tracked object's path (original pixels of a frame this size), drawn
+    on the after half: where it was first and last seen, and the way between."""
     picture = annotated_image(report)
     width = report.analysis.pair.before.pixels.shape[1]
     after_half = picture[:, picture.shape[1] - width :]
+    if track and frame_size:
+        draw_track(after_half, track, width / frame_size[0])
     thumb = cv2.resize(
         after_half,
         (240, max(1, round(after_half.shape[0] * 240 / width))),
@@ -313,7 +328,10 @@ def write_event_picture(
     rendered (``render_event_picture``, on a Dask worker)."""
     out = Path(out_dir) / FRAMES_DIR
     stem = f"{source_stem(source)}-event-{event.id:04d}"
-    picture = report if isinstance(report, EventPicture) else render_event_picture(report)
+    if isinstance(report, EventPicture):
+        picture = report
+    else:
+        picture = render_event_picture(report, event.track, event.frame_size)
     atomic_write_bytes(out / f"{stem}.jpg", picture.pair)
     atomic_write_bytes(out / f"{stem}-thumb.jpg", picture.thumb)
     return f"{FRAMES_DIR}/{stem}.jpg"

@@ -169,7 +169,10 @@ def run_chunk(
         return until is not None and point.at >= until - TIME_EPS
 
     def on_event(event: Event, report: Report) -> None:
-        drawn[event.id] = render(report)  # named once the merge numbers it
+        # Named once the merge numbers it; a tracked object's path drawn on it.
+        drawn[event.id] = (
+            render(report, event.track, event.frame_size) if event.track else render(report)
+        )
 
     analysis = dataclasses.replace(settings.analysis, scene_fraction=settings.video.upper)
     try:

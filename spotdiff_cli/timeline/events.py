@@ -484,6 +484,7 @@ class EventBuilder:
                     EventSentence(m.start, m.end, m.text, m.kind) for m in story.moments
                 ),
                 track=item.path,
+                frame_size=(self.width, self.height),
             )
         text, kind = self._describe(ds, noun)
         return Event(
