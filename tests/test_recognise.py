@@ -47,14 +47,15 @@ BICYCLE = ("intel_person-bicycle-car-detection.gif", 20, (338, 2, 32, 41))  # cy
 def test_a_person_is_a_person():
     clip, index, box = PERSON
     r = R.recognise(_frame(clip, index), box)
-    assert r is not None and r.noun == "person" and r.source == "hog"
-    assert r.confidence > 0.9
+    # The COCO detector answers first where its box is the region; HOG stays the fallback.
+    assert r is not None and r.noun == "person" and r.source in ("detector", "hog")
+    assert r.confidence > 0.8
 
 
 def test_a_car_is_a_car():
     clip, index, box = CAR
     r = R.recognise(_frame(clip, index), box)
-    assert r is not None and r.noun == "car" and r.source == "imagenet"
+    assert r is not None and r.noun == "car" and r.source in ("detector", "imagenet")
 
 
 def test_a_car_from_above_is_not_called_a_person():

@@ -69,6 +69,37 @@ COCO_CLASSES: tuple[str, ...] = (
 Box = tuple[int, int, int, int]  # x, y, w, h in pixels
 
 
+# What the detector's COCO labels are called in a report, and which ones spotdiff follows:
+# things that come and go in a scene. Fixed furniture (chairs, tables, TVs) never makes a visit.
+NOUNS: dict[str, str] = {
+    "person": "person",
+    "bicycle": "bicycle",
+    "car": "car",
+    "motorcycle": "motorcycle",
+    "bus": "bus",
+    "truck": "truck",
+    "train": "train",
+    "boat": "boat",
+    "bird": "bird",
+    "cat": "cat",
+    "dog": "dog",
+    "horse": "horse",
+    "backpack": "backpack",
+    "umbrella": "umbrella",
+    "handbag": "bag",
+    "suitcase": "suitcase",
+}
+
+# Labels NanoDet gives cars seen from straight above (compact, car-sized, on a car-park floor):
+# named "car" when the box is car-sized for the frame, else dropped (never "a cell phone").
+# (measured on the car-park clip: cell phone, kite, bottle, cup, boat, parking meter, bowl...).
+TOP_VIEW_CAR = {
+    "cell phone", "kite", "remote", "book", "laptop", "keyboard", "mouse", "skateboard",
+    "bottle", "cup", "boat", "parking meter", "frisbee", "bowl", "toilet", "surfboard",
+}  # fmt: skip
+CAR_SIZE = (0.004, 0.25)  # share of the frame a car seen from above covers
+
+
 @dataclass(frozen=True)
 class Detection:
     """One object found in an image."""

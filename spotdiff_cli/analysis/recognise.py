@@ -38,11 +38,16 @@ from ..errors import InputError
 from ..geometry import box_iou
 from ..weights import resolve_weights
 
-Source = Literal["hog", "imagenet"]
+Source = Literal["hog", "imagenet", "detector"]
 
 # Tuned on 19 real crops of the three Intel clips: people score 0.51-1.0 (HOG), cars seen from
 # above 0.35-0.50 (classifier; "vehicle" at 0.35), floor, wall, tarmac and flat grey at most 0.12.
 DEFAULT_MIN_CONFIDENCE = 0.35
+# The detector's evidence (see _detected): its boxes of people and vehicles are trusted from
+# this score; its odd names for cars seen from above from a lower one, with the size check.
+_DETECTOR_MIN = 0.4
+_DETECTOR_LOW = 0.3
+_DETECTOR_SHARED = 0.5
 
 # ImageNet-1k class index -> name, grouped into the nouns a caption uses. Generated once from
 # timm's bundled ``ImageNetInfo`` (first synonym of each class); tests check it against timm so a
@@ -176,12 +181,73 @@ def recognise_many(
             )
         box = _clip_box(bbox, image_rgb.shape[1], image_rgb.shape[0])
         boxes.append(box if box is not None and min(box[2], box[3]) >= _MIN_SIDE else None)
-    wanted = [(regions[i][0], box) for i, box in enumerate(boxes) if box is not None]
+    detected = _detected(regions, boxes, min_confidence)
+    wanted = [
+        (regions[i][0], box)
+        for i, box in enumerate(boxes)
+        if box is not None and detected[i] is None
+    ]
     groups = iter(_group_masses(_imagenet_probs(wanted)) if wanted else [])
     return [
-        None if box is None else _decide(image, box, mask, next(groups), min_confidence)
-        for (image, _, mask), box in zip(regions, boxes)
+        None if box is None else found or _decide(image, box, mask, next(groups), min_confidence)
+        for (image, _, mask), box, found in zip(regions, boxes, detected)
     ]
+
+
+def _detected(
+    regions: list[Region], boxes: list[tuple[int, int, int, int] | None], min_confidence: float
+) -> list[Recognition | None]:
+    """The COCO detector's word for each region (analysis/detect.py), where one of its boxes
+    is the changed thing: the box and the region's share most of the smaller of them. One
+    forward pass per distinct image. A car seen from above comes out of NanoDet as a "cell
+    phone" or a "kite": inside a changed region (the thing moved) and car-sized for the frame,
+    it is a car. None where the detector found nothing that fits (HOG and the classifier then
+    decide, as before). With a mask, the detected thing must hold at least half of the changed
+    pixels, as HOG's person must: a bag that changed beside a person standing still is no
+    person."""
+    from .detect import CAR_SIZE, NOUNS, TOP_VIEW_CAR, default_detector
+
+    found: dict[int, list] = {}
+    out: list[Recognition | None] = []
+    for (image, _, mask), box in zip(regions, boxes):
+        if box is None:
+            out.append(None)
+            continue
+        if id(image) not in found:
+            found[id(image)] = default_detector().detect(image, min_score=_DETECTOR_LOW)
+        area = image.shape[0] * image.shape[1]
+        best: Recognition | None = None
+        for d in found[id(image)]:
+            if _shared(d.box, box) < _DETECTOR_SHARED or d.score < min_confidence:
+                continue
+            if mask is not None and not _holds_changes(d.box, mask):
+                continue
+            if d.label in NOUNS and d.score >= _DETECTOR_MIN:
+                noun = NOUNS[d.label]
+            elif (
+                d.label in TOP_VIEW_CAR and CAR_SIZE[0] <= d.box[2] * d.box[3] / area <= CAR_SIZE[1]
+            ):
+                noun = "car"
+            else:
+                continue
+            if best is None or d.score > best.confidence:
+                best = Recognition(noun, d.score, "detector")
+        out.append(best)
+    return out
+
+
+def _holds_changes(box: tuple[int, int, int, int], mask: np.ndarray) -> bool:
+    """Whether ``box`` holds at least half of the changed pixels of ``mask``."""
+    x, y, w, h = box
+    total = int(np.count_nonzero(mask))
+    return total > 0 and np.count_nonzero(mask[y : y + h, x : x + w]) >= 0.5 * total
+
+
+def _shared(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
+    """Intersection of two (x, y, w, h) boxes over the smaller one's area."""
+    w = min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0])
+    h = min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1])
+    return max(0, w) * max(0, h) / max(1, min(a[2] * a[3], b[2] * b[3]))
 
 
 def _decide(

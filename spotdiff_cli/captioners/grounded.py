@@ -407,6 +407,11 @@ def _pair_moves(readings: list[Reading]) -> list[tuple[Reading, Reading]]:
             limit = _MOVE_LOOSE_SIZE_RATIO if distinctive else _MOVE_SIZE_RATIO
             if colour_gap < _MOVE_COLOUR and ratio < limit:
                 candidates.append((colour_gap + 10 * np.log(ratio), g, n))
+            elif _one_named_thing(g, n, gone, new):
+                # The only car that left and the only car that came, in one pair: the car moved,
+                # whatever the light did to its colour on the way (a white car in the sun turns
+                # grey in the shade).
+                candidates.append((_MOVE_COLOUR + 10 * np.log(ratio), g, n))
     candidates.sort(key=lambda item: item[0])
     used: set[int] = set()
     moves = []
@@ -416,6 +421,18 @@ def _pair_moves(readings: list[Reading]) -> list[tuple[Reading, Reading]]:
         used.update((g.cluster.id, n.cluster.id))
         moves.append((g, n))
     return moves
+
+
+def _one_named_thing(g: Reading, n: Reading, gone: list[Reading], new: list[Reading]) -> bool:
+    """Both readings were named the same by a recogniser, and no other reading that left or
+    came has that name."""
+    named = g.noun not in ("", "object") and g.noun == n.noun
+    return (
+        named
+        and bool(g.recognised_by)
+        and sum(r.noun == g.noun for r in gone) == 1
+        and sum(r.noun == g.noun for r in new) == 1
+    )
 
 
 def _move_sentence(

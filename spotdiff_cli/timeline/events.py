@@ -267,14 +267,14 @@ class EventBuilder:
     def adopt(self, track: int, box: BBox, since: float) -> None:
         """An object was first tracked now, but its arrival made changes a moment before the
         detector could name it (a head at the bottom edge): the events of those changes, all
-        since ``since`` and in its place (``box``, grown to match), become the track's."""
+        seen since ``since`` and in its place (``box``, grown to match), become the track's."""
         owner = next((o for o in self._building if o.track == track), None)
         if owner is None:
             return
         for item in list(self._building):
             if item is owner or item.track is not None or item.whole_frame:
                 continue
-            if item.detections[0].time < since - TIME_EPS:
+            if item.last_time < since - TIME_EPS:
                 continue
             if not any(
                 d.bbox is not None and _overlap(d.bbox, box, self.pad) for d in item.detections

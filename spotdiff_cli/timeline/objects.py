@@ -27,24 +27,20 @@ import dataclasses
 
 import numpy as np
 
+from ..analysis.detect import CAR_SIZE, NOUNS, TOP_VIEW_CAR
 from ..captioners.words import region_phrase
 from ..geometry import box_iou
 from ..types import BBox, Detection, Sentence
 from .events import SEEN
-from .tracks import NOUNS, ObjectTracker, Sighting, Track, TrackStory, tell
+from .tracks import ObjectTracker, Sighting, Track, TrackStory, tell
 
 # Whole-frame statements an object in view explains.
 _WHOLE_FRAME = ("lighting", "scene", "camera")
 # A detection must score this much to start or feed a track.
 MIN_SCORE = 0.4
-# Labels NanoDet gives cars seen from straight above (compact, car-sized, on a car-park floor):
-# named "car" when the box is car-sized for the frame, else dropped (never "a cell phone").
-# (measured on the car-park clip: cell phone, kite, bottle, cup, boat, parking meter, bowl...).
-_TOP_VIEW_CAR = {
-    "cell phone", "kite", "remote", "book", "laptop", "keyboard", "mouse", "skateboard",
-    "bottle", "cup", "boat", "parking meter", "frisbee", "bowl", "toilet", "surfboard",
-}  # fmt: skip
-_CAR_SIZE = (0.004, 0.25)  # share of the frame a car seen from above covers
+# A car seen from above scores low under NanoDet's odd labels; the size and motion checks of
+# ObjectWatcher._named are the evidence then, so a lower score is enough.
+MIN_TOP_VIEW_SCORE = 0.3
 # Nouns the pixel analysis gives a change cluster that make it a sighting of a tracked object.
 _CHANGE_NOUNS = {
     "person": "person",
@@ -144,12 +140,14 @@ class ObjectWatcher:
 
         detector = self._detector or default_detector()
         self.last_look = time
-        found = detector.detect(pixels, region=self.region, min_score=MIN_SCORE)  # type: ignore[attr-defined]
+        found = detector.detect(pixels, region=self.region, min_score=MIN_TOP_VIEW_SCORE)  # type: ignore[attr-defined]
         sightings = []
         moving = [
             tuple(v / self.scale for v in c.bbox) for c in changes or () if c.bbox is not None
         ]
         for d in found:
+            if d.label in NOUNS and d.score < MIN_SCORE:
+                continue
             label = self._named(d.label, d.box, pixels, moving, active)
             if label is None:
                 continue
@@ -219,7 +217,7 @@ class ObjectWatcher:
         if label in NOUNS:
             return label
         share = box[2] * box[3] / max(1, pixels.shape[0] * pixels.shape[1])
-        if label not in _TOP_VIEW_CAR or not _CAR_SIZE[0] <= share <= _CAR_SIZE[1]:
+        if label not in TOP_VIEW_CAR or not CAR_SIZE[0] <= share <= CAR_SIZE[1]:
             return None
         if any(_covered(box, change) >= 0.5 for change in moving):
             return "car"
@@ -242,10 +240,18 @@ class ObjectWatcher:
     # -- which sentences -------------------------------------------------------------------
 
     def explain(
-        self, detections: list[Detection], time: float, before_time: float, look: Look | None
+        self,
+        detections: list[Detection],
+        time: float,
+        before_time: float,
+        look: Look | None,
+        light_changed: bool = False,
     ) -> list[Detection]:
         """This sample's change detections, with those a tracked object explains made part of
-        its event, and a sighting for each object seen that no change sentence mentioned."""
+        its event, and a sighting for each object seen that no change sentence mentioned.
+        ``light_changed``: the pair's exposure changed (the analysis' global light fit); then
+        an unnamed change elsewhere while an object is in view is the exposure's doing (a
+        painted arrow "gone" as a white car brightens the frame), and goes with it."""
         self.arrived = []
         tracks = dict(self.tracker.live)
         tracks.update({i: t for i, (t, _) in self.ending.items()})
@@ -266,9 +272,10 @@ class ObjectWatcher:
             if detection.bbox is None or detection.sentence.kind in _WHOLE_FRAME:
                 out.append(detection)
                 continue
-            owner = _best_overlap(detection.bbox, where)
+            owner = _best_overlap(detection.bbox, where, set(self.ending))
             if owner is None:
-                out.append(detection)
+                if not (light_changed and detection.noun in ("", "object")):
+                    out.append(detection)
                 continue
             mentioned.add(owner)
             if owner not in self.ending and owner not in self.visible:
@@ -278,15 +285,35 @@ class ObjectWatcher:
             out.append(
                 dataclasses.replace(detection, bbox=where[owner], noun=track.noun, track=owner)
             )
+        # An object that explains its first change now was seen before: its event starts at its
+        # first sighting, not at the first change it made (a car named at the top of the lot
+        # that drove in from the bottom a moment ago).
+        earlier = [
+            Detection(
+                s.time,
+                s.time,
+                Sentence(self._seen_text(t.noun, s.box), kind=SEEN),
+                s.box,
+                t.noun,
+                t.id,
+            )
+            for t in self.arrived
+            for s in t.sightings
+            if s.time < time - 1e-6
+        ]
+        out = earlier + out
         for track_id, box in where.items():
             if track_id in mentioned or track_id not in seen_now or track_id not in self.visible:
                 continue
             track = tracks[track_id]
-            text = f"a {track.noun} {region_phrase(box, self.width, self.height)}"
+            text = self._seen_text(track.noun, box)
             out.append(
                 Detection(time, before_time, Sentence(text, kind=SEEN), box, track.noun, track_id)
             )
         return out
+
+    def _seen_text(self, noun: str, box: BBox) -> str:
+        return f"a {noun} {region_phrase(box, self.width, self.height)}"
 
 
 def in_video_words(detection: Detection, width: int, height: int) -> Detection:
@@ -333,16 +360,25 @@ def _covered(box: BBox, change: tuple[float, ...]) -> float:
     return max(0.0, ix) * max(0.0, iy) / max(1.0, w * h)
 
 
-def _best_overlap(box: BBox, where: dict[int, BBox]) -> int | None:
-    """The tracked object whose box shares the most area with ``box`` (grown by a fifth of
-    its size, as a cluster often covers a part of a person), or None."""
+def _best_overlap(box: BBox, where: dict[int, BBox], gone: set[int] = frozenset()) -> int | None:
+    """The tracked object a change belongs to, or None: the one whose box, grown by a fifth of
+    its size (a cluster often covers a part of a person), covers most of the change; else,
+    between looks, when exactly one object is near (its box grown by half its size touches the
+    change: it walked on since it was last seen), that one. ``gone``: objects whose track
+    ended, which only a change in their very place still belongs to."""
     x, y, w, h = box
     best, best_area = None, 0.0
+    near = []
     for track_id, (ox, oy, ow, oh) in where.items():
-        gx, gy = ow * 0.2, oh * 0.2
-        ix = min(x + w, ox + ow + gx) - max(x, ox - gx)
-        iy = min(y + h, oy + oh + gy) - max(y, oy - gy)
-        area = max(0.0, ix) * max(0.0, iy)
-        if area > best_area and area >= 0.3 * w * h:
-            best, best_area = track_id, area
+        for grow, store in ((0.2, True), (0.5, False)):
+            gx, gy = ow * grow, oh * grow
+            ix = min(x + w, ox + ow + gx) - max(x, ox - gx)
+            iy = min(y + h, oy + oh + gy) - max(y, oy - gy)
+            area = max(0.0, ix) * max(0.0, iy)
+            if store and area > best_area and area >= 0.3 * w * h:
+                best, best_area = track_id, area
+            if not store and area > 0 and track_id not in gone:
+                near.append(track_id)
+    if best is None and len(near) == 1:
+        return near[0]
     return best

@@ -44,6 +44,9 @@ from .objects import ObjectWatcher, in_video_words
 from .regions import parse_roi, watch_mask
 
 T = TypeVar("T")
+# Share of the frame a still camera may see changed (foreground, light) before a camera move
+# estimated for the pair is believed (see _Looker._camera_checked).
+STILL_BACKGROUND = 0.3
 ProgressFn = Callable[[float, float | None, int], None]  # (position s, duration s or None, samples)
 EventFn = Callable[[Event, Report], str | None]  # returns the picture's file name, if written
 UpdateFn = Callable[["SourceResult"], None]
@@ -265,6 +268,25 @@ class _Looker:
         if resume_at is not None:
             self.cadence.active, self.cadence.found = resume_at.active, resume_at.found
 
+    def _camera_checked(
+        self,
+        base: np.ndarray,
+        pixels: np.ndarray,
+        watch: np.ndarray | None,
+        analysis: AnalysisConfig,
+        moved: Analysis,
+    ) -> Analysis:
+        """A camera move is believed only when the static background disagrees with a still
+        camera. A car filling a quarter of a fixed camera's view, with the exposure jumping
+        as it comes, fools the homography fit into "the camera panned 19 px, tilted 145 px and
+        zoomed out 20 %"; compared as they are, most of those two frames still agree, so the
+        pair is analysed as a fixed camera's. A camera that really moved leaves little of the
+        background where it was."""
+        still = self.describer.analyse(
+            base, pixels, watch=watch, analysis=dataclasses.replace(analysis, camera="fixed")
+        )
+        return still if still.mask.changed_fraction <= STILL_BACKGROUND else moved
+
     def look(self, frames: Iterator[Frame]) -> Iterator[_Sample]:
         video, analysis = self.video, self.analysis
         watch_work = watch_thumb = None
@@ -325,6 +347,8 @@ class _Looker:
                     result = self.describer.analyse(
                         base, pixels, watch=watch_work, analysis=analysis
                     )
+                    if result.camera is not None:
+                        result = self._camera_checked(base, pixels, watch_work, analysis, result)
                     cadence.active = True
                     cadence.found = bool(result.clusters) or result.scene_changed
                 else:
@@ -722,13 +746,15 @@ def _with_objects(
     if sample.pixels is not None and objects.wants_look(sample.timestamp, changed, starts_change):
         active = sample.analysis.mask.active if sample.analysis is not None else None
         look = objects.look(sample.timestamp, sample.pixels, detections, active)
-    return objects.explain(detections, sample.timestamp, before_time, look)
+    light = sample.analysis is not None and bool(sample.analysis.mask.lighting_changed)
+    return objects.explain(detections, sample.timestamp, before_time, look, light)
 
 
 def _adopt_arrivals(objects: ObjectWatcher, builder: EventBuilder, timestamp: float) -> None:
     """The changes an object's arrival made just before it was first tracked join its event."""
     for track in objects.arrived:
-        builder.adopt(track.id, track.sightings[0].box, timestamp - objects.look_every - 1e-6)
+        for sighting in track.sightings:  # wherever it was seen, just after a change there
+            builder.adopt(track.id, sighting.box, sighting.time - 2.0 * objects.look_every)
 
 
 def _with_picture(event: Event, reports: dict[float, Report], on_event: EventFn | None) -> Event:

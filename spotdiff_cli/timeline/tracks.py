@@ -22,35 +22,15 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from ..analysis.detect import NOUNS
 from ..captioners.words import region_name, region_phrase
 from ..types import BBox
 
-# What the detector's COCO labels are called in a report, and which ones spotdiff follows:
-# things that come and go in a scene. Fixed furniture (chairs, tables, TVs) never makes a visit.
-NOUNS: dict[str, str] = {
-    "person": "person",
-    "bicycle": "bicycle",
-    "car": "car",
-    "motorcycle": "motorcycle",
-    "bus": "bus",
-    "truck": "truck",
-    "train": "train",
-    "boat": "boat",
-    "bird": "bird",
-    "cat": "cat",
-    "dog": "dog",
-    "horse": "horse",
-    "backpack": "backpack",
-    "umbrella": "umbrella",
-    "handbag": "bag",
-    "suitcase": "suitcase",
-}
 VEHICLES = {"car", "bus", "truck", "motorcycle", "bicycle", "train", "boat"}
 PLURALS = {"person": "people", "bus": "buses"}
 
 EDGE_SHARE = 0.04  # a box within this share of the frame's size from an edge touches it
 STILL_SHARE = 0.03  # centre moves less than this share of the diagonal between looks: still
-THROUGH_SHARE = 0.35  # entry and exit this far apart (share of the diagonal): passed through
 
 
 @dataclass(frozen=True)
@@ -217,8 +197,6 @@ def tell(
     subject = _subject(noun)
     stay = _longest_stay(track, diagonal)
     stayed = stay is not None and stay.seconds >= 2.0
-    (x0, y0), (x1, y1) = track.path()[0], track.path()[-1]
-    travelled = float(np.hypot(x1 - x0, y1 - y0)) / diagonal
 
     if (
         not from_start
@@ -226,7 +204,6 @@ def tell(
         and enter_edge
         and leave_edge
         and enter_edge != leave_edge
-        and travelled >= THROUGH_SHARE
         and not stayed
     ):
         through = "drove through" if vehicle else "walked through" if person else "passed"
