@@ -258,6 +258,39 @@ def _multi_inputs(
     return refs, hyps
 
 
+# What each protocol compares: protocol -> (references per pair, one hypothesis per pair).
+_INPUTS: dict[str, Callable[..., tuple[dict[str, list[str]], dict[str, str]]]] = {
+    "single": _single_inputs,
+    "multi": _multi_inputs,
+}
+
+
+def score_protocol(
+    protocol: str,
+    pairs: list[DatasetPair],
+    predictions: Predictions,
+    metrics: tuple[str, ...],
+    tokenizer: str,
+    group: str = "all",
+    session: ScoringSession | None = None,
+) -> ProtocolResult:
+    """Score ``pairs`` under one protocol: "single" (the first sentence against all the pair's
+    reference sentences) or "multi" (the whole description against each annotator's whole
+    description, plus LenRatio)."""
+    refs, hyps = _INPUTS[protocol](pairs, predictions)
+    result = score_captions(refs, hyps, metrics, tokenizer, session)
+    return ProtocolResult(
+        protocol,
+        group,
+        len(pairs),
+        result.scores,
+        result.tokenizer,
+        result.skipped,
+        len_ratio=len_ratio(refs, hyps) if protocol == "multi" else None,
+        per_pair=_per_pair(result),
+    )
+
+
 def single_sentence(
     pairs: list[DatasetPair],
     predictions: Predictions,
@@ -267,17 +300,7 @@ def single_sentence(
     session: ScoringSession | None = None,
 ) -> ProtocolResult:
     """One hypothesis (the first sentence) against all the pair's reference sentences."""
-    refs, hyps = _single_inputs(pairs, predictions)
-    result = score_captions(refs, hyps, metrics, tokenizer, session)
-    return ProtocolResult(
-        "single",
-        group,
-        len(pairs),
-        result.scores,
-        result.tokenizer,
-        result.skipped,
-        per_pair=_per_pair(result),
-    )
+    return score_protocol("single", pairs, predictions, metrics, tokenizer, group, session)
 
 
 def multi_sentence(
@@ -289,18 +312,7 @@ def multi_sentence(
     session: ScoringSession | None = None,
 ) -> ProtocolResult:
     """The whole description against each annotator's whole description, plus LenRatio."""
-    refs, hyps = _multi_inputs(pairs, predictions)
-    result = score_captions(refs, hyps, metrics, tokenizer, session)
-    return ProtocolResult(
-        "multi",
-        group,
-        len(pairs),
-        result.scores,
-        result.tokenizer,
-        result.skipped,
-        len_ratio=len_ratio(refs, hyps),
-        per_pair=_per_pair(result),
-    )
+    return score_protocol("multi", pairs, predictions, metrics, tokenizer, group, session)
 
 
 def _per_pair(result: MetricResult) -> dict[str, dict[str, float]]:
@@ -422,11 +434,6 @@ def score_dataset(
         )
     metrics = tuple(metrics) if metrics else DEFAULT_METRICS
     pairs, notes = _resolve_split(dataset, predictions, allow_partial)
-    runners: dict[str, Callable[..., ProtocolResult]] = {
-        "single": single_sentence,
-        "multi": multi_sentence,
-    }
-    inputs = {"single": _single_inputs, "multi": _multi_inputs}
     scored = {"single": single_predictions or predictions, "multi": predictions}
     results = []
     # One session for every protocol and group: all captions go through the tokenizer in one Java
@@ -434,17 +441,21 @@ def score_dataset(
     with ScoringSession(tokenizer) as session:
         captions: list[str] = []
         for protocol in protocols:
-            refs, hyps = inputs[protocol](pairs, scored[protocol])
+            refs, hyps = _INPUTS[protocol](pairs, scored[protocol])
             captions += [*(r for v in refs.values() for r in v), *hyps.values()]
         session.prepare(captions)
         for protocol in protocols:
             given = scored[protocol]
-            results.append(runners[protocol](pairs, given, metrics, tokenizer, session=session))
+            results.append(
+                score_protocol(protocol, pairs, given, metrics, tokenizer, session=session)
+            )
             if breakdown:
                 for group, members in _groups(pairs).items():
                     if len(members) >= 2:
                         results.append(
-                            runners[protocol](members, given, metrics, tokenizer, group, session)
+                            score_protocol(
+                                protocol, members, given, metrics, tokenizer, group, session
+                            )
                         )
     if any(r.tokenizer == "python" for r in results):
         why = "--tokenizer python" if tokenizer == "python" else "java not found"
