@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..errors import ModelError
+from .local_files import FolderFileError
 from .vocab import Vocabulary
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -279,6 +280,8 @@ def _rebuild(path: Path, data: dict[str, Any], device: str) -> Any:
         raise ModelError(f"{path} has a damaged vocabulary ({_first_line(exc)}): {_FIX}") from exc
     try:
         return build_captioner(name, data["config"], vocab, device)
+    except FolderFileError:
+        raise  # it names the model folder's file and the fix: wrapping would cut that off
     except (ModelError, KeyError, TypeError, ValueError, RuntimeError) as exc:
         raise ModelError(
             f"{path}: its stored config does not build a '{name}' model ({_first_line(exc)}); "

@@ -33,7 +33,7 @@ from timm.models.vision_transformer import Block
 from torch import Tensor, nn
 
 from ..errors import ModelError
-from .local_files import read_state_dict
+from .local_files import check_json_files, read_state_dict
 
 # OpenAI CLIP's normalisation (every published CLIP preprocessor_config.json).
 CLIP_MEAN = (0.48145466, 0.4578275, 0.40821073)
@@ -157,6 +157,7 @@ def clip_vision_config(folder: Path, family: str = "clip4idc") -> dict[str, Any]
             "Hugging Face CLIP folder (config.json, model.safetensors), or vision: '' for the "
             "ViT over the cached backbone grid"
         )
+    check_json_files(folder, family)  # a malformed config.json is one line naming it
     data = json.loads(file.read_text(encoding="utf-8"))
     vision = dict(data.get("vision_config") or data)
     if "vision_config" in data and "projection_dim" in data:  # a CLIPModel: its own projection

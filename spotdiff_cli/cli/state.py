@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import functools
 from dataclasses import dataclass
 from typing import Any, Callable, TypeVar
@@ -86,10 +87,11 @@ def errors_to_exit(fn: F) -> F:
             if STATE.debug:
                 raise
             where = f"{exc.filename}: " if exc.filename else ""
-            _fail(
-                f"{where}{exc.strerror or exc}; check the path and its permissions (--debug shows the traceback)",
-                1,
+            full = exc.errno in (errno.ENOSPC, errno.EDQUOT)
+            fix = (
+                "free some space and run it again" if full else "check the path and its permissions"
             )
+            _fail(f"{where}{exc.strerror or exc}; {fix} (--debug shows the traceback)", 1)
         except Exception as exc:  # noqa: BLE001 - the last line of defence: never a traceback
             if STATE.debug:
                 raise

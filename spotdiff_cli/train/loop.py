@@ -60,7 +60,7 @@ from .prepare import (
     trained_by_gradient,
     write_run_files,
 )
-from .recipes import Stage, TrainConfig
+from .recipes import Stage, TrainConfig, check_trainable
 from .run import (
     Log,
     LossForward,
@@ -108,6 +108,7 @@ def train(
     """Train ``config.model`` as ``config`` says; files go to ``out_dir`` (see ``prepare_out_dir``)."""
     say = log or (lambda line: None)
     started = time.perf_counter()
+    check_trainable(config.model)  # a typo in the name fails now, not after the data work
     info, device = start_processes(config, say)  # 0
     notes: list[str] = []  # 1
     root = dataset_root(config, info, say, notes, progress)

@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import ModelError
-from ..local_files import read_state_dict
+from ..local_files import check_json_files, read_state_dict
 from ..vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID, Vocabulary
 
 MODES = ("joint", "seq2seq", "text")
@@ -190,6 +190,7 @@ def bert_config(folder: Path) -> dict:
             "Face BERT folder (config.json, model.safetensors, vocab.txt), or bert: '' to train the "
             "cross-modal transformer from scratch"
         )
+    check_json_files(folder, "idc-pcl")  # a malformed config.json is one line naming it
     return json.loads(file.read_text(encoding="utf-8"))
 
 
