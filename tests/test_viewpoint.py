@@ -263,3 +263,135 @@ def test_the_report_places_the_after_box_and_the_camera_in_original_pixels():
     assert np.array(camera["homography"]) == pytest.approx(truth / truth[2, 2], abs=0.05, rel=0.05)
     fixed = describe(before, draw_box(before, 230, 165, 40, 30, (220, 40, 40)))
     assert report_to_dict(fixed)["camera"] is None
+
+
+# ----------------------------------------------------------------------------------------------
+# objects on a plain floor (analysis/objects3d.py): the camera from the objects' contact points
+
+
+def _floor(seed: int = 0, shape: tuple[int, int] = (320, 480)) -> np.ndarray:
+    """A plain grey floor, lighter towards the camera, with render-like grain."""
+    h, w = shape
+    rng = np.random.default_rng(seed)
+    ramp = np.linspace(120, 175, h)[:, None, None] * np.ones((1, w, 3))
+    return np.clip(ramp + rng.normal(0, 4, (h, w, 1)), 0, 255).astype(np.uint8)
+
+
+_PAINT = {
+    "red": (173, 35, 35),
+    "blue": (42, 75, 215),
+    "green": (29, 105, 20),
+    "yellow": (230, 210, 40),
+    "cyan": (41, 190, 190),
+    "purple": (129, 38, 192),
+}
+
+
+def _scene(objects: list[tuple[str, float, float, float]], seed: int = 0) -> np.ndarray:
+    """Shaded balls standing on the floor, each with a soft shadow at its foot: (colour, x, y
+    of the contact point, radius px)."""
+    image = _floor(seed).astype(np.float32)
+    shade = np.zeros(image.shape[:2], np.float32)
+    for _, x, y, r in objects:
+        cv2.ellipse(shade, (int(x) + 6, int(y) - 3), (int(r), int(r * 0.35)), 0, 0, 360, 1.0, -1)
+    image *= 1 - 0.4 * cv2.GaussianBlur(shade, (0, 0), 3.0)[:, :, None]
+    image = image.astype(np.uint8)
+    for colour, x, y, r in sorted(objects, key=lambda o: o[2]):  # far (higher) first
+        centre = (int(round(x)), int(round(y - r)))
+        for k in range(int(r), 0, -1):  # lit from the upper left
+            light = 0.55 + 0.45 * (1 - k / r)
+            c = tuple(int(min(255, v * light + 20 * (1 - k / r))) for v in _PAINT[colour])
+            off = int(round((r - k) * 0.3))
+            cv2.circle(image, (centre[0] - off, centre[1] - off), k, c, -1, lineType=cv2.LINE_AA)
+    return image
+
+
+def _moved(points: list[tuple[str, float, float, float]], zoom: float = 1.12, shift=(18.0, 26.0)):
+    """The same objects seen from a camera that came closer and turned: contact points under
+    an affine map about the frame's centre, radii zoomed."""
+    cx, cy = 240.0, 160.0
+    return [
+        (
+            c,
+            cx + (x - cx) * zoom + shift[0] + 0.04 * (y - cy),
+            cy + (y - cy) * zoom + shift[1],
+            r * zoom,
+        )
+        for c, x, y, r in points
+    ]
+
+
+_OBJECTS = [
+    ("red", 120, 150, 22),
+    ("blue", 300, 130, 16),
+    ("green", 230, 230, 26),
+    ("yellow", 380, 210, 18),
+    ("cyan", 170, 95, 14),
+]
+
+
+def test_objects_are_segmented_and_named_in_clevr_colours():
+    from spotdiff_cli.analysis.objects3d import segment_objects
+
+    found = segment_objects(_scene(_OBJECTS))
+    assert found is not None
+    assert sorted(o.colour for o in found) == sorted(c for c, *_ in _OBJECTS)
+    for obj in found:
+        colour, x, y, r = next(o for o in _OBJECTS if o[0] == obj.colour)
+        assert abs(obj.contact[0] - x) < 0.5 * r and abs(obj.contact[1] - y) < 6, (
+            obj.colour,
+            obj.contact,
+        )
+    # A textured view (real footage) is not objects on a plain floor.
+    assert segment_objects(textured_background(320, 480, seed=1)) is None
+
+
+def test_objects_tell_a_moved_camera_from_a_moved_object():
+    from spotdiff_cli.analysis.objects3d import analyse_objects
+
+    before = _scene(_OBJECTS)
+    quiet = analyse_objects(before, _scene(_moved(_OBJECTS), seed=1))
+    assert quiet is not None and quiet.changes == [] and len(quiet.camera.pairs) == 5
+    moved = [o if o[0] != "yellow" else ("yellow", 300, 260, 18) for o in _OBJECTS]
+    found = analyse_objects(before, _scene(_moved(moved), seed=1))
+    assert found is not None
+    assert [(c.event, c.subject.colour) for c in found.changes] == [("moved", "yellow")]
+
+
+def test_objects_added_removed_and_repainted_while_the_camera_moved():
+    from spotdiff_cli.analysis.objects3d import analyse_objects
+
+    before = _scene(_OBJECTS)
+    cases = {
+        "appeared": _OBJECTS + [("purple", 420, 110, 15)],
+        "disappeared": [o for o in _OBJECTS if o[0] != "green"],
+        "colour": [o if o[0] != "red" else ("purple", *o[1:]) for o in _OBJECTS],
+    }
+    for event, objects in cases.items():
+        found = analyse_objects(before, _scene(_moved(objects), seed=2))
+        assert found is not None and [c.event for c in found.changes] == [event], event
+    repainted = analyse_objects(before, _scene(_moved(cases["colour"]), seed=2))
+    assert repainted.changes[0].subject.colour == "red" and repainted.changes[0].new == "purple"
+
+
+def test_a_moved_camera_over_objects_is_described_in_clevr_words():
+    before = _scene(_OBJECTS)
+    after = _scene(_moved([o if o[0] != "red" else ("purple", *o[1:]) for o in _OBJECTS]), seed=3)
+    report = describe(before, after)
+    assert kinds(report) == ["colour", "camera"], [s.text for s in report.sentences]
+    text = report.sentences[0].text
+    assert text.startswith("the ") and " red " in text and text.endswith("changed colour to purple")
+    assert any(w in text.split() for w in ("sphere", "cube", "cylinder"))
+    assert any(w in text.split() for w in ("metal", "rubber"))
+    assert "something" not in text
+    assert describe(before, _scene(_moved(_OBJECTS), seed=3)).sentences[0].kind == "camera"
+
+
+def test_a_fixed_camera_over_objects_keeps_the_pixel_path():
+    # The same plain floor and objects, the camera still: the objects' fit is the shift, so
+    # today's fixed-camera analysis answers (its words, not CLEVR's).
+    before = _scene(_OBJECTS)
+    after = _scene([o if o[0] != "green" else ("green", 330, 280, 26) for o in _OBJECTS])
+    report = describe(before, after)
+    assert report.analysis.camera is None
+    assert not any(type(c).__name__ == "ObjectCluster" for c in report.analysis.clusters)

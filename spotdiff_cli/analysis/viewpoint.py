@@ -41,11 +41,16 @@ from .camera import (
 )
 from .cluster import clusters_from_labels, grid_dbscan
 from .diff import compute_change_mask
+from .objects3d import analyse_objects, change_clusters
 
 # The homography must depart from the found shift by this many analysed pixels somewhere in the
 # frame before the camera counts as moved: a fixed camera's drift is a shift, and sub-pixel
 # disagreements are only the fit's noise.
 _MIN_DEPARTURE = 2.0
+# Objects' contact points are found to a few pixels (their outlines, a shadow at the foot), so
+# the camera counts as moved by the objects only when their fit departs from the shift by this
+# share of the frame's long side (10 px at 480; CLEVR-Change's moves shift the view 20-80 px).
+_OBJECTS_MOVED = 0.02
 # ... and the warp must leave at most this share of the changed pixels the shift left, or, when
 # the homography explains _MORE_INLIERS times the matches that the shift explains (within
 # _SHIFT_TOLERANCE px), no more than _NOT_WORSE times them.
@@ -136,6 +141,9 @@ def follow_camera(
     None - a fixed camera under a steady light is the paper's analysis, untouched.
     """
     h, w = before.shape[:2]
+    by_objects = _object_view(before, after, shifted, config)
+    if by_objects is not None:
+        return by_objects
     moved = None
     if min(h, w) >= MIN_SIDE and not camera_stayed(before, after, shifted.alignment):
         fit = estimate_homography(before, after)
@@ -174,6 +182,37 @@ def follow_camera(
         ]
     return dataclasses.replace(
         view, mask=mask, clusters=[dataclasses.replace(c, id=i) for i, c in enumerate(kept)]
+    )
+
+
+def _object_view(
+    before: np.ndarray, after: np.ndarray, shifted: AlignedView, config: AnalysisConfig
+) -> AlignedView | None:
+    """Objects on a plain floor seen by a camera that moved (``objects3d.py``): the camera
+    from the objects' contact points, the changes object by object, one cluster each. None
+    when the views are not such a scene or the objects say the camera stayed: then the pixel
+    analysis goes on (a fixed camera keeps today's path)."""
+    if min(before.shape[:2]) < MIN_SIDE:
+        return None
+    found = analyse_objects(before, after)
+    if found is None:
+        return None
+    h, w = before.shape[:2]
+    homography = found.camera.matrix / found.camera.matrix[2, 2]
+    if departure_from_shift(homography, shifted.alignment, h, w) < _OBJECTS_MOVED * max(h, w):
+        return None
+    warped, valid = warp_to_before(after, homography)
+    mask, corrected = compute_change_mask(before, warped, valid, config)
+    pairs = len(found.camera.pairs)
+    motion = describe_motion(homography, h, w, pairs, pairs)
+    return AlignedView(
+        alignment=Alignment(motion.dx, motion.dy, shifted.alignment.score, "homography"),
+        after=warped,
+        corrected=corrected,
+        valid=valid,
+        mask=mask,
+        clusters=list(change_clusters(found, (h, w))),
+        motion=motion,
     )
 
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from ..analysis.objects3d import ObjectCluster
 from ..geometry import box_iou
 from ..types import Analysis, CameraMotion, Cluster, Sentence
 from .base import Captioner, DescribeOptions, Hint
@@ -491,6 +492,62 @@ def camera_sentence(motion: CameraMotion, scale: float = 1.0) -> Sentence:
     return Sentence(text, (), 0.9, "camera", details)
 
 
+def _object_sentences(analysis: Analysis, options: DescribeOptions) -> list[Sentence]:
+    """The changes the object-level analysis found (``analysis/objects3d.py``: objects on a plain
+    floor seen by a camera that moved), each object named in CLEVR's words - size, colour,
+    material, shape - and placed on the 3x3 grid of the view it is seen in: "the small red
+    metal cylinder on the left is gone", "a large blue rubber cube appeared in the lower
+    right", "the small gray rubber sphere on the left moved to the right", "the large yellow
+    metal cube in the centre changed colour to green"."""
+    height, width = analysis.pair.before.pixels.shape[:2]
+    sentences = []
+    for cluster in analysis.clusters[: options.max_sentences]:
+        change = getattr(cluster, "change", None)
+        if change is not None:
+            sentences.append(_object_sentence(change, (cluster.id,), width, height))
+    if analysis.camera is not None:
+        sentences.append(camera_sentence(analysis.camera, analysis.scale))
+    if analysis.mask.lighting_changed:
+        sentences.append(Sentence("the lighting changed", (), 0.9, "lighting"))
+    if not sentences:
+        sentences.append(Sentence("there is no visible change", (), 1.0, "no_change"))
+    return sentences
+
+
+def _object_sentence(change, ids: tuple[int, ...], width: int, height: int) -> Sentence:
+    """One sentence for one ``objects3d.ObjectChange`` (boxes in analysed px of the view each
+    object is seen in)."""
+    subject = change.subject
+    what = f"{subject.size} {subject.colour} {subject.material} {subject.shape}"
+    where_before = region_phrase(change.before.bbox, width, height) if change.before else ""
+    where_after = region_phrase(change.after.bbox, width, height) if change.after else ""
+    if change.event == "appeared":
+        text = f"{article(what)} {what} appeared {where_after}"
+    elif change.event == "disappeared":
+        text = f"the {what} {where_before} is gone"
+    elif change.event == "moved":
+        to = region_name(change.after.bbox, width, height)
+        text = (
+            f"the {what} {where_before} moved to the {to}"
+            if where_before != where_after
+            else f"the {what} {where_before} moved"
+        )
+    elif change.event == "colour":
+        text = f"the {what} {where_before or where_after} changed colour to {change.new}"
+    else:
+        text = f"the {what} {where_before or where_after} changed material to {change.new}"
+    details = {
+        "event": change.event,
+        "noun": subject.shape,
+        "size": subject.size,
+        "colour": subject.colour,
+        "material": subject.material,
+        "new": change.new,
+        "where": where_before or where_after,
+    }
+    return Sentence(text, ids, round(float(change.confidence), 2), change.event, details)
+
+
 class GroundedCaptioner(Captioner):
     """See the module docstring."""
 
@@ -511,6 +568,8 @@ class GroundedCaptioner(Captioner):
                     "the whole view changed: the camera moved or the scene cut", (), 0.9, "scene"
                 )
             ]
+        if analysis.clusters and isinstance(analysis.clusters[0], ObjectCluster):
+            return _object_sentences(analysis, options)
         # Read a few more clusters than we will report, so a move's second half is not cut off.
         readings = [
             read_cluster(analysis, c)
