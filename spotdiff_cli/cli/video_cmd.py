@@ -9,35 +9,27 @@ from typing import List, Optional
 import typer
 
 from . import app
+from .options import config_option, given, setting
 from .state import errors_to_exit, resume_hint, set_interrupt_hint
 
 
 @app.command("video")
 @errors_to_exit
 def video(
+    ctx: typer.Context,
     sources: Optional[List[str]] = typer.Argument(
         None,
         help="Videos (mp4, mkv, avi, mov, gif...), folders of images, globs, or one live "
         "stream: rtsp://..., http(s)://..., /dev/video0 or webcam:0.",
         show_default=False,
     ),
-    every: Optional[str] = typer.Option(
-        None, "--every", "-e", help="Sample spacing: 30s, 1.5m, 00:00:30.5 or 25f. \\[default: 1s]"
-    ),
-    start: Optional[str] = typer.Option(None, "--start", help="Start here (same syntax)."),
-    end: Optional[str] = typer.Option(None, "--end", help="Stop here (same syntax)."),
-    compare: Optional[str] = typer.Option(
-        None, "--compare", help="previous, reference or background. \\[default: previous]"
-    ),
-    reference: Optional[str] = typer.Option(
-        None, "--reference", help="Image every sample is compared with (--compare reference)."
-    ),
-    roi: Optional[List[str]] = typer.Option(
-        None, "--roi", help="Watch only this box x,y,w,h (repeatable)."
-    ),
-    mask: Optional[str] = typer.Option(
-        None, "--mask", help="Image: white = watch, black = ignore (trees, clocks)."
-    ),
+    every: Optional[str] = setting("every"),
+    start: Optional[str] = setting("start"),
+    end: Optional[str] = setting("end"),
+    compare: Optional[str] = setting("compare"),
+    reference: Optional[str] = setting("reference"),
+    roi: Optional[List[str]] = setting("roi"),
+    mask: Optional[str] = setting("mask"),
     out: Optional[Path] = typer.Option(
         None, "--out", "-o", help="Write timeline.json/md/csv/html and event pictures here."
     ),
@@ -45,36 +37,11 @@ def video(
     overwrite: bool = typer.Option(
         False, "--overwrite", help="Replace an earlier timeline in --out."
     ),
-    jobs: Optional[int] = typer.Option(
-        None, "--jobs", "-j", help="Process this many sources at once. \\[default: 1]"
-    ),
-    engine: Optional[str] = typer.Option(
-        None,
-        "--engine",
-        help="local, or dask: sources and --chunk pieces of long videos on a Dask cluster "
-        "(pip install 'spotdiff\\[scale]'). \\[default: local]",
-        rich_help_panel="Scale out",
-    ),
-    scheduler: Optional[str] = typer.Option(
-        None,
-        "--scheduler",
-        help="Use the running Dask cluster at tcp://HOST:PORT (workers read SOURCE by the "
-        "same path or URL). \\[default: a cluster started on this machine]",
-        rich_help_panel="Scale out",
-    ),
-    workers: Optional[int] = typer.Option(
-        None,
-        "--workers",
-        help="Worker processes of the cluster started on this machine. \\[default: 2]",
-        rich_help_panel="Scale out",
-    ),
-    chunk: Optional[str] = typer.Option(
-        None,
-        "--chunk",
-        help="Cut videos longer than this into pieces of video time described in parallel; "
-        "the timeline is the same. \\[default: 10m]",
-        rich_help_panel="Scale out",
-    ),
+    jobs: Optional[int] = setting("jobs"),
+    engine: Optional[str] = setting("engine"),
+    scheduler: Optional[str] = setting("scheduler"),
+    workers: Optional[int] = setting("workers"),
+    chunk: Optional[str] = setting("chunk"),
     as_json: bool = typer.Option(False, "--json", help="Print the timeline JSON to stdout."),
     on_event: Optional[str] = typer.Option(
         None,
@@ -134,116 +101,29 @@ def video(
         "address as unreachable).",
         rich_help_panel="Live",
     ),
-    config: Optional[Path] = typer.Option(
-        None, "--config", help="YAML settings (flags override it)."
-    ),
-    lower: Optional[float] = typer.Option(
-        None, "--lower", help="Changed share below which a pair is 'no change'. \\[default: 0.0005]"
-    ),
-    upper: Optional[float] = typer.Option(
-        None, "--upper", help="Changed share above which the view changed. \\[default: 0.5]"
-    ),
-    backend: Optional[str] = typer.Option(
-        None, "--backend", help="Video decoder: auto, ffmpeg or opencv. \\[default: auto]"
-    ),
-    sort: Optional[str] = typer.Option(
-        None, "--sort", help="Folders: name (natural) or time (EXIF/mtime). \\[default: name]"
-    ),
-    fps: Optional[float] = typer.Option(
-        None,
-        "--fps",
-        help="Folders: frames per second (frame i at i/fps s). \\[default: EXIF or file times]",
-    ),
-    time_pattern: Optional[str] = typer.Option(
-        None,
-        "--time-pattern",
-        help="Folders: read each image's time from its file name, e.g. '%Y%m%d_%H%M%S'.",
-    ),
-    pad_before: Optional[str] = typer.Option(
-        None,
-        "--pad-before",
-        help="Widen each event this much earlier (time syntax). \\[default: 0s]",
-        rich_help_panel="Events",
-    ),
-    pad_after: Optional[str] = typer.Option(
-        None,
-        "--pad-after",
-        help="Widen each event this much later (time syntax). \\[default: 0s]",
-        rich_help_panel="Events",
-    ),
-    min_length: Optional[str] = typer.Option(
-        None,
-        "--min-length",
-        help="Drop events seen for less than this (first to last sample). \\[default: 0s]",
-        rich_help_panel="Events",
-    ),
-    max_visit: Optional[str] = typer.Option(
-        None,
-        "--max-visit",
-        help="An arrival and its departure within this are one event. \\[default: 10m]",
-        rich_help_panel="Events",
-    ),
-    describe_every: Optional[str] = typer.Option(
-        None,
-        "--describe-every",
-        help="Describe a change going on at most once per this much video; the samples "
-        "between still find where it starts and ends (0s: describe every one). \\[default: 0.2s]",
-        rich_help_panel="Events",
-    ),
-    clips: Optional[bool] = typer.Option(
-        None,
-        "--clips/--no-clips",
-        help="Write each event as a video clip under --out/clips/. \\[default: no]",
-        rich_help_panel="Events",
-    ),
-    model: Optional[str] = typer.Option(
-        None, "--model", "-m", help="Captioner. \\[default: grounded]"
-    ),
-    weights: Optional[str] = typer.Option(
-        None, "--weights", help="Checkpoint for a trained model."
-    ),
-    device: Optional[str] = typer.Option(
-        None, "--device", help="auto, cpu or cuda (trained models). \\[default: auto]"
-    ),
-    sentences: Optional[int] = typer.Option(
-        None, "--sentences", "-n", help="At most this many sentences per pair. \\[default: 5]"
-    ),
-    recognise: Optional[bool] = typer.Option(
-        None, "--recognise/--no-recognise", help="Look for people and vehicles. \\[default: on]"
-    ),
-    delta: Optional[float] = typer.Option(
-        None,
-        "--delta",
-        help="RGB distance above which a pixel changed. \\[default: 40]",
-        rich_help_panel="Analysis",
-    ),
-    work_size: Optional[int] = typer.Option(
-        None,
-        "--work-size",
-        help="Analyse at this long side, px. \\[default: 640]",
-        rich_help_panel="Analysis",
-    ),
-    camera: Optional[str] = typer.Option(
-        None,
-        "--camera",
-        help="auto (follow a camera that panned, tilted, rolled or zoomed) or fixed (a camera "
-        "on a wall: never report it moved). \\[default: auto]",
-        rich_help_panel="Analysis",
-    ),
-    objects: Optional[bool] = typer.Option(
-        None,
-        "--objects/--no-objects",
-        help="Follow people, vehicles and other things that come and go with the bundled "
-        "detector, one event per object. \\[default: on]",
-        rich_help_panel="Events",
-    ),
-    look_every: Optional[str] = typer.Option(
-        None,
-        "--look-every",
-        help="While objects are followed, run the detector at most this often (time syntax). "
-        "\\[default: 1s]",
-        rich_help_panel="Events",
-    ),
+    config: Optional[Path] = config_option(),
+    lower: Optional[float] = setting("lower"),
+    upper: Optional[float] = setting("upper"),
+    backend: Optional[str] = setting("backend"),
+    sort: Optional[str] = setting("sort"),
+    fps: Optional[float] = setting("fps"),
+    time_pattern: Optional[str] = setting("time_pattern"),
+    pad_before: Optional[str] = setting("pad_before"),
+    pad_after: Optional[str] = setting("pad_after"),
+    min_length: Optional[str] = setting("min_length"),
+    max_visit: Optional[str] = setting("max_visit"),
+    describe_every: Optional[str] = setting("describe_every"),
+    clips: Optional[bool] = setting("clips"),
+    model: Optional[str] = setting("model"),
+    weights: Optional[str] = setting("weights"),
+    device: Optional[str] = setting("device"),
+    max_sentences: Optional[int] = setting("max_sentences"),
+    recognise: Optional[bool] = setting("recognise"),
+    delta: Optional[float] = setting("delta"),
+    work_size: Optional[int] = setting("work_size"),
+    camera: Optional[str] = setting("camera"),
+    objects: Optional[bool] = setting("objects"),
+    look_every: Optional[str] = setting("look_every"),
 ) -> None:
     """Describe what changed over time, as a timeline of events."""
     from .. import video_run
@@ -262,44 +142,6 @@ def video(
         from ..report.hooks import EventHook
 
         hook = EventHook.parse(on_event, on_event_timeout)  # a typo fails now, not per event
-    flags = dict(
-        analysis=dict(delta=delta, work_size=work_size, camera=camera),
-        caption=dict(
-            model=model,
-            weights=weights,
-            device=device,
-            max_sentences=sentences,
-            recognise=recognise,
-        ),
-        video=dict(
-            every=every,
-            start=start,
-            end=end,
-            compare=compare,
-            reference=reference,
-            roi=tuple(roi) if roi else None,
-            mask=mask,
-            lower=lower,
-            upper=upper,
-            backend=backend,
-            sort=sort,
-            fps=fps,
-            time_pattern=time_pattern,
-            jobs=jobs,
-            engine=engine,
-            scheduler=scheduler,
-            workers=workers,
-            chunk=chunk,
-            pad_before=pad_before,
-            pad_after=pad_after,
-            min_length=min_length,
-            max_visit=max_visit,
-            describe_every=describe_every,
-            clips=clips,
-            objects=objects,
-            look_every=look_every,
-        ),
-    )
     set_interrupt_hint(resume_hint(out) if out else None)
     with render.timeline_progress(enabled=not as_json and jsonl != "-") as progress:
         outcome = video_run.run_video(
@@ -308,7 +150,7 @@ def video(
             resume=resume,
             overwrite=overwrite,
             config=config,
-            flags=flags,
+            flags=given(ctx.params),  # the setting options, by field name (options.py)
             live=live,
             jsonl=jsonl,
             hook=hook,
