@@ -92,8 +92,12 @@ class _FakeNet(D.ObjectDetector):
     """The real detector's pre- and post-processing around synthetic head outputs."""
 
     def __init__(self, outs: list[np.ndarray]) -> None:
+        import threading
+
         self.outs = outs
         self.blobs: list[np.ndarray] = []
+        self._lock = threading.Lock()
+        self._recent = {}
 
     def _forward(self, blob: np.ndarray) -> list[np.ndarray]:
         self.blobs.append(blob)

@@ -36,6 +36,7 @@ LAYERS = {
     "api": 7,
     "video_run": 7,
     "cli": 8,
+    "entry": 9,
 }
 
 

@@ -3,9 +3,11 @@ sentences each tracked object explains.
 
 The detector costs a forward pass (tens of ms), the pixel analysis much less, so it runs only
 where it can tell something new: on a sample that starts a change, on changed samples at most
-once per ``look_every``, and, while objects are tracked, once per ``look_every`` even on quiet
-samples (a person standing still at a table makes no pixel change, and must still be seen to
-be there, or to have gone). Only the watched region (``--roi``/``--mask``'s box) is searched.
+once per ``look_every``, and, while objects are tracked, a few looks on the quiet samples after
+a change (a person who stopped at a table makes no pixel change: they are still there; one who
+walked out made changes, and the quiet looks after them end the track). Once settled, a quiet
+scene is not looked at again until something changes. Only the watched region (``--roi`` /
+``--mask``'s box) is searched.
 
 A change sentence is explained by a tracked object when its box overlaps the object's box at
 that sample (or the object's last box, between looks): it becomes part of that object's event
@@ -41,6 +43,9 @@ MIN_SCORE = 0.4
 # A car seen from above scores low under NanoDet's odd labels; the size and motion checks of
 # ObjectWatcher._named are the evidence then, so a lower score is enough.
 MIN_TOP_VIEW_SCORE = 0.3
+# While tracked objects explain every change, the detector looks this many times less often
+# (1: as often as otherwise; 3 halved the looks of the room clip but blurred where visits end).
+SETTLED_LOOKS = 1
 # Nouns the pixel analysis gives a change cluster that make it a sighting of a tracked object.
 _CHANGE_NOUNS = {
     "person": "person",
@@ -95,6 +100,7 @@ class ObjectWatcher:
         self.last_look: float | None = None
         self.first_time = first_time
         self.last_object_time: float | None = None
+        self.quiet_looks = 0  # looks at quiet samples since the last changed one
         self.visible: set[int] = set()  # tracks that explained a change: the builder has them
         self.arrived: list[Track] = []  # tracks made visible at the latest sample
         self.ending: dict[int, tuple[Track, float]] = {}  # ended visible tracks, grace end
@@ -105,6 +111,7 @@ class ObjectWatcher:
         self.tracker = ObjectTracker(self.misses)
         self.last_look = None
         self.last_object_time = None
+        self.quiet_looks = 0
         self.visible.clear()
 
     @property
@@ -114,13 +121,50 @@ class ObjectWatcher:
 
     # -- when ------------------------------------------------------------------------------
 
-    def wants_look(self, time: float, changed: bool, starts_change: bool) -> bool:
-        """Run the detector at this sample? See the module docstring."""
+    def wants_look(
+        self,
+        time: float,
+        changed: bool,
+        starts_change: bool,
+        changes: list[Detection] | None = None,
+    ) -> bool:
+        """Run the detector at this sample? See the module docstring. ``changes``: the
+        sample's change detections: while the tracked objects explain all of them (someone
+        shifting their weight at the table), looking again tells nothing new, so it waits
+        ``SETTLED_LOOKS`` times longer."""
+        since = None if self.last_look is None else time - self.last_look
         # A tenth of slack: samples of a 12.5 fps video at --every 1s fall 0.96 s apart.
-        due = self.last_look is None or time - self.last_look >= 0.9 * self.look_every
+        due = since is None or since >= 0.9 * self.look_every
         if changed:
-            return starts_change or due
-        return bool(self.visible & set(self.tracker.live)) and due
+            self.quiet_looks = 0
+            if starts_change or since is None:
+                return True
+            if due and not self._explained(changes or []):
+                return True
+            return since >= 0.9 * SETTLED_LOOKS * self.look_every
+        # Quiet: nothing moved, so whoever is tracked is still where it was, or left just
+        # before. A few looks settle which (a track needs ``misses`` + 1 looks without its
+        # object to end); after that, looking again would only see the same scene.
+        wanted = (
+            bool(self.visible & set(self.tracker.live)) and due and self.quiet_looks <= self.misses
+        )
+        if wanted:
+            self.quiet_looks += 1
+        return wanted
+
+    def _explained(self, changes: list[Detection]) -> bool:
+        """Whether the objects followed now own every localized change (by their last box)."""
+        where = {i: t.sightings[-1].box for i, t in self.tracker.live.items()}
+        if not where:
+            return False
+        # Something appearing or going is worth a look even in a tracked object's place: it
+        # may be the object leaving, or another arriving where it stood.
+        return all(
+            c.sentence.kind not in ("appeared", "disappeared")
+            and _best_overlap(c.bbox, where) is not None
+            for c in changes
+            if c.bbox is not None and c.sentence.kind not in _WHOLE_FRAME
+        )
 
     # -- what ------------------------------------------------------------------------------
 

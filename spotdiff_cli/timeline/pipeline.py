@@ -743,7 +743,8 @@ def _with_objects(
     the builder about the tracks that ended, and return the sample's detections with those the
     tracked objects explain made theirs."""
     look = None
-    if sample.pixels is not None and objects.wants_look(sample.timestamp, changed, starts_change):
+    wanted = objects.wants_look(sample.timestamp, changed, starts_change, detections)
+    if sample.pixels is not None and wanted:
         active = sample.analysis.mask.active if sample.analysis is not None else None
         look = objects.look(sample.timestamp, sample.pixels, detections, active)
     light = sample.analysis is not None and bool(sample.analysis.mask.lighting_changed)

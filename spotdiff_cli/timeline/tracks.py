@@ -313,6 +313,7 @@ class ObjectTracker:
             for x, y, w, h in [s.box]
         ]
         seen: list[Track] = []
+        ended: list[Track] = []
         for obj in self._tracker.update(detections=detections):
             detection = obj.last_detection
             if obj.id is None or detection is None or not isinstance(detection.data, Sighting):
@@ -328,7 +329,6 @@ class ObjectTracker:
             self._missed[ours] = 0
             seen.append(self._tracks[ours])
         alive = {obj.id for obj in self._tracker.tracked_objects if obj.id is not None}
-        ended = []
         for obj_id, ours in list(self._of_object.items()):
             track = self._tracks[ours]
             if track.sightings[-1].time != time:
