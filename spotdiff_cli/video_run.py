@@ -294,6 +294,12 @@ class VideoRun:
 
         if not sources and live is None:
             raise UsageError("give a SOURCE (video, folder, glob, stream URL) or --watch DIR")
+        # Everything the report writes with is imported now: a Ctrl-C that lands inside a first
+        # import leaves that module half made, and the final save after it would fail with
+        # "partially initialized module" instead of writing what was found.
+        import yaml  # noqa: F401
+
+        from .report import timeline as _writers  # noqa: F401
         self.settings = settings
         self.settings_dict = to_dict(settings)
         self.out = out
