@@ -81,6 +81,11 @@ GROUND_ALBEDO = 0.35
 # (the sun reflected via the metal, found by chance at 16 samples), at 0.25 few are left and the
 # metals still read as metal.
 METAL_ROUGHNESS = 0.25
+# Under CLEVR's lamps (``clevr``, ``wide``) the metals are CLEVR's: polished (Blender's Principled
+# roughness 0.2, GGX alpha 0.04, as Kubric's reproduction of CLEVR's metal sets it), a little
+# rougher here (the caustic speckles a mirror throws at 16 samples are the denoiser's to take);
+# at 0.25 a metal cube's faces looked like matte paint.
+LAMPS_METAL_ROUGHNESS = 0.06
 # CLEVR's lamps (the ``clevr`` and ``wide`` presets): key, fill and back in CLEVR's proportions
 # of power (100 : 30 : 50 W in base_scene.blend, as Kubric's reproduction lists them), scaled so
 # the lit ground is near CLEVR's light grey. The three are one emitter of one radiance (Mitsuba
@@ -150,23 +155,23 @@ def _linear(srgb: tuple[int, int, int]) -> list[float]:
     return [float(v) for v in np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)]
 
 
-def _bsdf(obj: Obj) -> dict[str, Any]:
+def _bsdf(obj: Obj, polished: bool = False) -> dict[str, Any]:
     rgb = {"type": "rgb", "value": _linear(COLORS[obj.color])}
     if obj.material == "metal":
         # material "none" = a perfect mirror tinted by specular_reflectance: a coloured metal.
         return {
             "type": "roughconductor",
             "material": "none",
-            "alpha": METAL_ROUGHNESS,
+            "alpha": LAMPS_METAL_ROUGHNESS if polished else METAL_ROUGHNESS,
             "specular_reflectance": rgb,
         }
     return {"type": "diffuse", "reflectance": rgb}
 
 
-def _shapes(mi: Any, obj: Obj, name: str) -> dict[str, Any]:
+def _shapes(mi: Any, obj: Obj, name: str, polished: bool = False) -> dict[str, Any]:
     """Mitsuba shapes of one object, with the dimensions ``Obj.outline`` uses for its boxes."""
     T = mi.ScalarTransform4f
-    r, bsdf = obj.radius, _bsdf(obj)
+    r, bsdf = obj.radius, _bsdf(obj, polished)
     if obj.shape == "sphere":
         return {name: {"type": "sphere", "center": [obj.x, obj.y, r], "radius": r, "bsdf": bsdf}}
     if obj.shape == "cube":
@@ -286,7 +291,7 @@ def scene_dict(mi: Any, view: View, width: int, height: int, spp: int) -> dict[s
         **_lights(mi, view.light),
     }
     for i, obj in enumerate(view.objects):
-        scene.update(_shapes(mi, obj, f"object{i}"))
+        scene.update(_shapes(mi, obj, f"object{i}", polished=lamps))
     return scene
 
 
