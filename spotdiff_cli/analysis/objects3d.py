@@ -73,8 +73,12 @@ _GREY_OBJECT = 0.5
 # A part less convex than this (area over hull area; one object's outline is 0.93-0.99) may be
 # two objects of one colour that touch.
 _SOLID = 0.9
-# Blobs smaller than this share of the frame are noise, specks of caustics or slivers.
-_MIN_OBJECT = 0.0006
+# Blobs smaller than this share of the frame (184 px at 480x320; CLEVR's small objects far away
+# are 400 and more, half hidden 200) are noise, specks of caustics or slivers of an object a
+# neighbour hides, whose colour and place are not to be trusted; so is anything thinner than
+# _MIN_SIDE px.
+_MIN_OBJECT = 0.0012
+_MIN_SIDE = 10
 # The floor covers at least this share of each view, and the views hold 1-15 objects: else
 # this is not a scene of objects on a plain floor.
 _MIN_FLOOR = 0.5
@@ -203,65 +207,65 @@ def _colour_of(maps: _Maps, mask: np.ndarray) -> tuple[str, np.ndarray]:
 
 
 # Metal or rubber, and which shape: logistic models over the features ``_material_of`` and
-# ``_shape_of`` measure, fitted on 1,999 objects of the tuning renders (``data clevr --seed 11``,
-# 110 scenes, each view's objects matched to the gold by their boxes); cross-validated by scene
-# (5 folds) they named 90 % of materials and 88 % of shapes right. "log" features enter as
-# their natural logarithm.
-_METAL_BIAS = 1.458
+# ``_shape_of`` measure, fitted by ``objects3d_fit.py`` on the 2,708 objects of the tuning renders
+# (``data clevr --seed 11 --pairs 150``, each view's objects matched to the gold by their boxes);
+# cross-validated by scene (5 folds) they named 94 % of materials and 87 % of shapes right.
+# "log" features enter as their natural logarithm.
+_METAL_BIAS = -0.558
 _METAL_WEIGHTS = {  # name: (weight, log?)
-    "inner_edges": (0.736, True),
-    "spread": (0.732, True),
-    "bright": (0.536, True),
-    "dark": (-0.788, True),
-    "faded": (-1.826, False),
-    "edge_p90": (0.564, True),
-    "top_over_bottom": (1.49, True),
-    "vgrad": (4.942, False),
+    "inner_edges": (0.708, True),
+    "spread": (0.738, True),
+    "bright": (-0.182, True),
+    "dark": (-1.032, True),
+    "faded": (-2.508, False),
+    "edge_p90": (0.276, True),
+    "top_over_bottom": (-0.654, True),
+    "vgrad": (3.214, False),
 }
 _SHAPE_MODEL = {  # shape: (bias, {feature: weight})
     "cube": (
-        2.056,
+        2.629,
         {
-            "fit_cube": 10.31,
-            "fit_cylinder": -9.099,
-            "fit_sphere": 0.637,
-            "vertical": 2.445,
-            "slanted": 2.83,
-            "ellipse_iou": -2.454,
-            "aspect": -0.712,
-            "solidity": 1.823,
-            "straight_sides": 0.418,
-            "corners": -0.587,
+            "fit_cube": 8.65,
+            "fit_cylinder": -7.95,
+            "fit_sphere": 1.547,
+            "vertical": 1.992,
+            "slanted": 2.767,
+            "ellipse_iou": -1.312,
+            "aspect": -1.291,
+            "solidity": 1.373,
+            "straight_sides": 0.565,
+            "corners": -0.723,
         },
     ),
     "sphere": (
-        -5.131,
+        -3.703,
         {
-            "fit_cube": -5.366,
-            "fit_cylinder": -4.933,
-            "fit_sphere": 2.78,
-            "vertical": -9.153,
-            "slanted": 1.03,
-            "ellipse_iou": 11.302,
-            "aspect": 0.976,
-            "solidity": -2.588,
-            "straight_sides": -0.99,
-            "corners": 0.743,
+            "fit_cube": -5.641,
+            "fit_cylinder": -4.477,
+            "fit_sphere": 2.004,
+            "vertical": -8.532,
+            "slanted": 1.445,
+            "ellipse_iou": 10.538,
+            "aspect": 1.342,
+            "solidity": -4.559,
+            "straight_sides": -1.01,
+            "corners": 0.875,
         },
     ),
     "cylinder": (
-        3.075,
+        1.074,
         {
-            "fit_cube": -4.944,
-            "fit_cylinder": 14.033,
-            "fit_sphere": -3.418,
-            "vertical": 6.707,
-            "slanted": -3.86,
-            "ellipse_iou": -8.848,
-            "aspect": -0.264,
-            "solidity": 0.765,
-            "straight_sides": 0.572,
-            "corners": -0.156,
+            "fit_cube": -3.009,
+            "fit_cylinder": 12.427,
+            "fit_sphere": -3.55,
+            "vertical": 6.54,
+            "slanted": -4.211,
+            "ellipse_iou": -9.227,
+            "aspect": -0.051,
+            "solidity": 3.186,
+            "straight_sides": 0.445,
+            "corners": -0.152,
         },
     ),
 }
@@ -295,6 +299,17 @@ def _material_of(maps: _Maps, mask: np.ndarray) -> tuple[str, dict[str, float]]:
         "faded": float((chroma < 0.5 * paint).mean()),  # floor reflected in a coloured metal
         "edge_p90": float(np.percentile(edges, 90)),
     }
+    # Rubber's colour only gets darker or lighter with its shading (chroma follows brightness);
+    # a metal mixes its paint with the grey floor it mirrors and with white highlights.
+    light = maps.lab[:, :, 0][inner]
+    if chroma.std() > 1e-3 and light.std() > 1e-3:
+        features["chroma_corr"] = float(np.corrcoef(chroma, light)[0, 1])
+    else:
+        features["chroma_corr"] = 0.0
+    saturation = chroma / np.maximum(light, 1.0)
+    features["saturation_spread"] = float(
+        np.percentile(saturation, 90) - np.percentile(saturation, 10)
+    )
     # A metal mirrors the floor below its middle and the dark world above it; rubber is lit
     # from above: the top of a metal object is darker than its bottom, rubber's brighter.
     ys = np.nonzero(inner)[0]
@@ -661,7 +676,9 @@ def _segment(image: np.ndarray) -> tuple[list[SceneObject], _Maps] | None:
         if kept is None or kept.sum() < min_pixels:
             continue
         for piece in _split_touching(image, kept, min_pixels):
-            objects.append(_describe(maps, piece, blob, horizon))
+            found = _describe(maps, piece, blob, horizon)
+            if found is not None and min(found.bbox[2:]) >= _MIN_SIDE and found.area >= min_pixels:
+                objects.append(found)
     objects = [o for o in objects if o is not None]
     _name_sizes(objects)
     objects.sort(key=lambda o: -o.area)
@@ -743,9 +760,13 @@ def _name_sizes(objects: list[SceneObject]) -> None:
 # once the camera is fitted (10 px at 480: segmentation noise and the affine's error; CLEVR-
 # Change's shortest moves are 40 px and more).
 _AGREE = 0.03
+# A fit that turns the view by more than this many degrees is not a camera's move here.
+_MAX_TURN = 15.0
 # A similarity (two objects) is a rougher model of the floor's homography: its error reaches
 # 10-20 px at 480 for CLEVR-Change's camera moves.
 _AGREE_SIMILAR = 0.04
+# Residual (px) beyond which a contact point counts less and less in the camera's fit.
+_ROBUST = 5.0
 # An affine map has six unknowns: three points fix it and a fourth can bend it to fit one that
 # moved, so it is fitted only on this many points or more (a similarity's four unknowns leave
 # two of four points to check it).
@@ -786,20 +807,37 @@ def _candidates(before: list[SceneObject], after: list[SceneObject]) -> list[tup
 
 
 def _fit(points_b: np.ndarray, points_a: np.ndarray) -> tuple[np.ndarray, str]:
-    """The best model the points support, by least squares: affine when _AFFINE_POINTS or more
-    points span the floor in both directions (else a line of points leaves the other direction
-    to chance), a similarity for fewer (or a line), a shift for one."""
+    """The best model the points support: affine when _AFFINE_POINTS or more points span the
+    floor in both directions (else a line of points leaves the other direction to chance), a
+    similarity for fewer (or a line), a shift for one. Least squares reweighted a few times
+    (Cauchy weights, scale _ROBUST px): a contact point that a merge or a shadow moved by ten
+    pixels pulls the fit far less than it would."""
     n = len(points_b)
+    weights = np.ones(n)
+    matrix, model = np.eye(3), "shift"
+    for _ in range(6):
+        matrix, model = _weighted_fit(points_b, points_a, weights)
+        moved = points_b @ matrix[:2, :2].T + matrix[:2, 2]
+        residual = np.hypot(*(moved - points_a).T)
+        weights = 1.0 / (1.0 + (residual / _ROBUST) ** 2)
+    return matrix, model
+
+
+def _weighted_fit(
+    points_b: np.ndarray, points_a: np.ndarray, weights: np.ndarray
+) -> tuple[np.ndarray, str]:
+    n = len(points_b)
+    root = np.sqrt(weights)[:, None]
     if n >= _AFFINE_POINTS and _spread(points_b) > 0.15:
         design = np.column_stack((points_b, np.ones(n)))
-        solution, *_ = np.linalg.lstsq(design, points_a, rcond=None)
+        solution, *_ = np.linalg.lstsq(design * root, points_a * root, rcond=None)
         return np.vstack((solution.T, [0, 0, 1])), "affine"
     if n >= 2:
-        # z' = k z + t over complex numbers, least squares.
+        # z' = k z + t over complex numbers.
         zb = points_b[:, 0] + 1j * points_b[:, 1]
         za = points_a[:, 0] + 1j * points_a[:, 1]
         design = np.column_stack((zb, np.ones(n)))
-        (k, t), *_ = np.linalg.lstsq(design, za, rcond=None)
+        (k, t), *_ = np.linalg.lstsq(design * root, za * root[:, 0], rcond=None)
         return np.array(
             [[k.real, -k.imag, t.real], [k.imag, k.real, t.imag], [0, 0, 1]]
         ), "similarity"
@@ -826,6 +864,16 @@ def _similarity(
     k = za / zb
     shift = complex(*a1) - k * complex(*b1)
     return np.array([[k.real, -k.imag, shift.real], [k.imag, k.real, shift.imag], [0, 0, 1]])
+
+
+def _camera_like(matrix: np.ndarray) -> bool:
+    """Whether a fit can be the floor seen by a camera moved a few metres: it turns the view by
+    at most _MAX_TURN degrees and zooms it by 0.6-1.7x (CLEVR-Change's moves: a few degrees and
+    5-30 %); a fit forced through a moved object often turns or zooms far more."""
+    a = matrix[:2, :2]
+    rotation = math.degrees(math.atan2(a[1, 0] - a[0, 1], a[0, 0] + a[1, 1]))
+    zoom = math.sqrt(abs(float(np.linalg.det(a))))
+    return abs(rotation) <= _MAX_TURN and 0.6 <= zoom <= 1.7
 
 
 def _plausibility(matrix: np.ndarray) -> float:
@@ -901,6 +949,8 @@ def fit_camera(
             hypotheses.append(np.vstack((aff, [0, 0, 1])))
     best = None
     for matrix in hypotheses:
+        if not _camera_like(matrix):
+            continue
         score, chosen, spread = agreeing(matrix, loose)
         key = (score, -_plausibility(matrix), -spread)
         if best is None or key > best[0]:
@@ -933,7 +983,10 @@ def fit_camera(
 class ObjectChange:
     """One object-level change: ``event`` is appeared, disappeared, moved, colour or material;
     ``before`` / ``after`` the object as segmented in each view (None where it is absent);
-    ``new``: the new colour or material; ``confidence`` in [0, 1]."""
+    ``new``: the new colour or material; ``confidence`` in [0, 1], which orders the changes: a
+    move (matched by look, both places checked) 0.95, an arrival or a departure 0.9 (0.6 for a
+    grey object), a new colour 0.8 (0.6 when the object was found in one view only), a new
+    material 0.6."""
 
     event: str
     before: SceneObject | None
@@ -962,15 +1015,18 @@ class ObjectCluster(Cluster):
 # viewpoint, so one view alone may waver).
 _SURE_NOT = 0.2
 # An object moved when its contact point is at least this share of the frame's long side from
-# where the camera puts it (29 px at 480; CLEVR-Change moves objects a unit or more: 40 px and
-# more) and the other view shows floor both where it was and where it is.
-_MOVED = 0.06
+# where the camera puts it (19 px at 480; CLEVR-Change moves objects a unit or more: 25 px far
+# from the camera, 40 px and more near it) and the other view shows floor both where it was and
+# where it is.
+_MOVED = 0.04
 # An object is gone (or new) only when the other view shows floor where the camera puts it:
 # less than this share of its outline's pixels there look like it (its colour, or for a grey
 # one: dark or sharp-edged).
 _EVIDENCE = 0.3
 
 
+# Two paints differ when their hues are this many degrees apart (see _other_paint).
+_OTHER_HUE = 14.0
 # ... and when something else covers this share of that place, it is the object repainted
 # (a colour change, if the colour there differs) that segmentation did not find as a whole.
 _COVERED = 0.6
@@ -995,6 +1051,44 @@ def _evidence(maps: _Maps, region: np.ndarray, obj: SceneObject) -> float:
         gap = np.abs((maps.hue - hue + 180.0) % 360.0 - 180.0)
         like = (maps.chroma > _CHROMA) & (gap < 30.0)
     return float(like[region].mean())
+
+
+def _other_paint(lab_a: np.ndarray, lab_b: np.ndarray) -> bool:
+    """Whether two median Lab colours (OpenCV's 8-bit Lab) are different paints, not one paint
+    seen twice: one colourful and the other grey, or hues at least _OTHER_HUE apart (CLEVR's
+    nearest, blue and purple, are 18 degrees apart; one object seen from two viewpoints
+    stays within about 10)."""
+    ca = float(np.hypot(lab_a[1] - 128.0, lab_a[2] - 128.0))
+    cb = float(np.hypot(lab_b[1] - 128.0, lab_b[2] - 128.0))
+    if min(ca, cb) < _CHROMA:
+        return max(ca, cb) >= 2 * _CHROMA
+    ha = math.degrees(math.atan2(lab_a[2] - 128.0, lab_a[1] - 128.0))
+    hb = math.degrees(math.atan2(lab_b[2] - 128.0, lab_b[1] - 128.0))
+    return abs((ha - hb + 180.0) % 360.0 - 180.0) >= _OTHER_HUE
+
+
+def _floor_below(obj: SceneObject) -> float:
+    """The evidence (see ``_evidence``) under which the other view shows floor where ``obj``
+    stands: _EVIDENCE, half that for a grey object (a grey metal that mirrors the floor is half
+    found; what is left of it must be plainly floor)."""
+    return _EVIDENCE / 2 if obj.colour == "gray" else _EVIDENCE
+
+
+def _sure(obj: SceneObject) -> float:
+    """How sure an arrival or a departure of ``obj`` is: a grey object is the one most often
+    half found (a grey metal mirrors the floor), so its comings and goings rank below the
+    other changes."""
+    return 0.6 if obj.colour == "gray" else 0.9
+
+
+def _painted(maps: _Maps, region: np.ndarray, colour: str) -> bool:
+    """Whether ``colour`` plainly covers ``region``: half of it that colour (within 25 degrees
+    of its hue), or for grey, hardly any colour at all (a tenth)."""
+    colourful = maps.chroma[region] > _CHROMA
+    if colour == "gray":
+        return float(colourful.mean()) < 0.1
+    gap = np.abs((maps.hue[region] - CLEVR_HUES[colour] + 180.0) % 360.0 - 180.0)
+    return float((colourful & (gap < 25.0)).mean()) >= 0.5
 
 
 def _object_pixels(maps: _Maps) -> np.ndarray:
@@ -1027,7 +1121,10 @@ def compare_objects(
         left_b.discard(i)
         left_a.discard(j)
         mb, ma = before[i].features["p_metal"], after[j].features["p_metal"]
-        if min(mb, ma) < _SURE_NOT and max(mb, ma) > 1 - _SURE_NOT:
+        # A grey metal mirrors the grey floor and can look like grey rubber from one side:
+        # a grey object's material change needs more certainty.
+        sure = _SURE_NOT / 4 if before[i].colour == "gray" else _SURE_NOT
+        if min(mb, ma) < sure and max(mb, ma) > 1 - sure:
             new = "metal" if ma > mb else "rubber"
             was = replace(before[i], material="rubber" if new == "metal" else "metal")
             changes.append(ObjectChange("material", was, after[j], new, 0.6))
@@ -1044,7 +1141,7 @@ def compare_objects(
         """The after view shows floor where before object ``i`` stood (``but`` those pixels:
         the object itself, moved by less than its width)."""
         region = region_after(i) if but is None else region_after(i) & ~but
-        return _evidence(maps_after, region, before[i]) < _EVIDENCE
+        return _evidence(maps_after, region, before[i]) < _floor_below(before[i])
 
     def region_before(j: int) -> np.ndarray:
         """After object ``j``'s outline where the camera puts it in the before view."""
@@ -1054,7 +1151,7 @@ def compare_objects(
     def new_at(j: int, but: np.ndarray | None = None) -> bool:
         """The before view shows floor where after object ``j`` stands."""
         region = region_before(j) if but is None else region_before(j) & ~but
-        return _evidence(maps_before, region, after[j]) < _EVIDENCE
+        return _evidence(maps_before, region, after[j]) < _floor_below(after[j])
 
     def _vacated(i: int, j: int) -> bool:
         return gone_from(i, but=after[j].mask) and new_at(j, but=before[i].mask)
@@ -1072,7 +1169,8 @@ def compare_objects(
             continue
         left_b.discard(i)
         left_a.discard(j)
-        changes.append(ObjectChange("colour", before[i], after[j], after[j].colour, 0.8))
+        if _other_paint(before[i].lab, after[j].lab):
+            changes.append(ObjectChange("colour", before[i], after[j], after[j].colour, 0.8))
     # The same look elsewhere: moved. (Most alike first.)
     alike = sorted(
         (_unlike(before[i], after[j]), i, j)
@@ -1091,7 +1189,7 @@ def compare_objects(
         elif _vacated(i, j):
             left_b.discard(i)
             left_a.discard(j)
-            changes.append(ObjectChange("moved", before[i], after[j], "", 0.7))
+            changes.append(ObjectChange("moved", before[i], after[j], "", 0.95))
     # Left over: gone or new, when the other view shows floor where it stood.
     for i in sorted(left_b):
         if not gone_from(i):
@@ -1101,22 +1199,30 @@ def compare_objects(
         region = region_after(i)
         other = _objectness(maps_after, region)
         if other >= _COVERED:
-            colour, _ = _colour_of(maps_after, region & _object_pixels(maps_after))
-            if colour != before[i].colour:
+            colour, lab = _colour_of(maps_after, region & _object_pixels(maps_after))
+            if (
+                colour != before[i].colour
+                and _other_paint(before[i].lab, lab)
+                and _painted(maps_after, region, colour)
+            ):
                 changes.append(ObjectChange("colour", before[i], None, colour, 0.6))
             continue
-        changes.append(ObjectChange("disappeared", before[i], None, "", 0.9))
+        changes.append(ObjectChange("disappeared", before[i], None, "", _sure(before[i])))
     for j in sorted(left_a):
         if not new_at(j):
             continue
         region = region_before(j)
         if _objectness(maps_before, region) >= _COVERED:
-            colour, _ = _colour_of(maps_before, region & _object_pixels(maps_before))
-            if colour != after[j].colour:
+            colour, lab = _colour_of(maps_before, region & _object_pixels(maps_before))
+            if (
+                colour != after[j].colour
+                and _other_paint(lab, after[j].lab)
+                and _painted(maps_before, region, colour)
+            ):
                 before_view = replace(after[j], colour=colour)
                 changes.append(ObjectChange("colour", before_view, after[j], after[j].colour, 0.6))
             continue
-        changes.append(ObjectChange("appeared", None, after[j], "", 0.9))
+        changes.append(ObjectChange("appeared", None, after[j], "", _sure(after[j])))
     changes.sort(key=lambda c: (-c.confidence, -c.subject.area))
     return changes
 
