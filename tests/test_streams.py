@@ -213,7 +213,8 @@ def test_a_real_clip_streamed_over_http_gives_the_file_run_events(tmp_path):
     step, cut = 1.0, 10.0
     expected = [e for e in file_events(real, "--end", "11s") if e["start"] < cut - step]
     got = [g for g in got if g["start"] < cut - step]
-    assert len(expected) >= 3
+    # The car and the light around it (no phantom camera moves since the camera-move check).
+    assert len(expected) >= 2
     # Within a sampling step, the same kinds of change, both ways.
     for e in expected:
         assert any(g["kind"] == e["kind"] and abs(g["start"] - e["start"]) <= step for g in got), e

@@ -75,6 +75,12 @@ class _Open:
             self.nouns[detection.noun] += 1
 
     @property
+    def pictured(self) -> Detection:
+        """The detection whose pair pictures the event: the first change it made (an
+        object's earlier sightings, which made none, have no pair to show)."""
+        return next((d for d in self.detections if d.sentence.kind != SEEN), self.detections[0])
+
+    @property
     def key(self) -> tuple[float, int]:
         """Numbering order: start time, then creation order."""
         return (self.detections[0].time, self.seq)
@@ -475,7 +481,7 @@ class EventBuilder:
                 kind=story.kind,
                 noun=story.noun,
                 boxes=tuple(d.bbox for d in ds if d.bbox is not None),
-                frames=(first.before_time, first.time),
+                frames=(item.pictured.before_time, item.pictured.time),
                 detections=len(ds),
                 seen=seen,
                 start_frame=self.frame_number(start),
@@ -496,7 +502,7 @@ class EventBuilder:
             kind=kind,
             noun=noun,
             boxes=tuple(d.bbox for d in ds if d.bbox is not None),
-            frames=(first.before_time, first.time),
+            frames=(item.pictured.before_time, item.pictured.time),
             detections=len(ds),
             seen=seen,
             start_frame=self.frame_number(start),

@@ -398,20 +398,116 @@ def describe_source(
     """
     video = settings.video.validate()
     analysis = dataclasses.replace(settings.analysis, scene_fraction=video.upper).validate()
-    describer = describer or PairDescriber(analysis, settings.caption)
-    name = str(spec)
-    resume_at = previous.checkpoint if previous is not None else None
-    result = _continued(previous, name)
-    started = time.perf_counter()
-    seconds_before = result.seconds
-    source = open_spec(spec, video)
-    try:
-        info = source.info
-        result.info = dataclasses.asdict(info)
-        _check_start(source, video.start, name)
-        work_pixels_scale = (
-            max(info.width, info.height) / analysis.work_size
-            if analysis.work_size and max(info.width, info.height) > analysis.work_size
+    run = _SourceRun(
+        spec,
+        settings,
+        video,
+        analysis,
+        describer or PairDescriber(analysis, settings.caption),
+        _Callbacks(on_progress, on_event, on_update, on_closed, on_checkpoint, update_every),
+        previous,
+    )
+    return run.run()
+
+
+@dataclass(frozen=True)
+class _Callbacks:
+    """What a source's run reports to its caller (see ``describe_source``)."""
+
+    on_progress: ProgressFn | None
+    on_event: EventFn | None
+    on_update: UpdateFn | None
+    on_closed: ClosedFn | None
+    on_checkpoint: CheckpointFn | None
+    update_every: float
+
+
+class _SourceRun:
+    """One source, sample by sample. ``run`` reads top to bottom: open the source and build
+    what the run needs (``_start``), then for each sample say what changed (``_said``), link
+    it to the objects followed (``_with_objects``), give it to the events (``_advance``), take a
+    checkpoint where nothing is open (``_checkpoint``) and report progress; at the end close
+    what is still open (``_finish``). Errors keep everything found (see ``describe_source``)."""
+
+    def __init__(
+        self,
+        spec: Any,
+        settings: Settings,
+        video: VideoConfig,
+        analysis: AnalysisConfig,
+        describer: PairDescriber,
+        calls: _Callbacks,
+        previous: SourceResult | None,
+    ) -> None:
+        self.spec, self.settings, self.video, self.analysis = spec, settings, video, analysis
+        self.describer, self.calls = describer, calls
+        self.name = str(spec)
+        self.resume_at = previous.checkpoint if previous is not None else None
+        self.result = _continued(previous, self.name)
+        self.seconds_before = self.result.seconds
+        self.started = time.perf_counter()
+        self.last_update = self.started
+        self.reports: dict[float, Report] = {}  # the pictured pair of each open event
+        self.hints: tuple[Hint, ...] = ()  # what the previous pair recognised where
+        self.last_described: tuple[list[Detection], Report | None] = ([], None)
+        self.index = -1  # samples of this run (replayed ones not counted)
+        self.seen_skips = 0
+        self.was_changed = False
+        self.stopped = False
+
+    # -- the run ---------------------------------------------------------------------------
+
+    def run(self) -> SourceResult:
+        result = self.result
+        self.source = open_spec(self.spec, self.video)
+        try:
+            self._start()
+            try:
+                self._samples()
+                result.warnings.extend(self.source.stats.skipped[self.seen_skips :])
+                if not self.stopped:
+                    # The events still open close here; writing their pictures can fail as
+                    # any write can (a full disk), so this is inside the same error handling.
+                    self._finish()
+            except SpotdiffError as exc:
+                # The source broke off (a decoder error), or a write failed (a picture on a
+                # full disk): keep everything found, say where it stopped, leave it resumable.
+                at = format_timecode(result.processed_until or 0.0)
+                result.error = f"{exc} (stopped at {at})"
+                result.pending = self.builder.pending()
+                result.decoded = self.source.stats.decoded
+                result.complete = False
+                return result
+            except BaseException:
+                # Ctrl-C or a bug: report the state reached first, so the partial report on
+                # disk covers every finished sample and lists the events still open
+                # (--resume re-detects them whole from the last checkpoint).
+                if self.calls.on_update is not None:
+                    self._publish()
+                raise
+            result.decoded = self.source.stats.decoded
+            if self.stopped:  # nothing is open at a checkpoint: the result is final up to it
+                return result
+            result.events.sort(key=lambda e: (e.start, e.id))
+            result.pending = []
+            result.complete = True
+            _check_end(result, self.info.duration, self.video, self.source)
+        finally:
+            self.source.close()
+            result.seconds = self.seconds_before + time.perf_counter() - self.started
+        return result
+
+    def _start(self) -> None:
+        """What the run needs once the source is open: its size, the watched region, what each
+        sample is compared with, the event builder, the looker, the object watcher."""
+        video, analysis, source, resume_at = self.video, self.analysis, self.source, self.resume_at
+        info = self.info = source.info
+        self.result.info = dataclasses.asdict(info)
+        _check_start(source, video.start, self.name)
+        long_side = max(info.width, info.height)
+        self.work_pixels_scale = (
+            long_side / analysis.work_size
+            if analysis.work_size and long_side > analysis.work_size
             else 1.0
         )
         watch = watch_mask(info.width, info.height, tuple(video.roi), video.mask)
@@ -420,35 +516,28 @@ def describe_source(
             from ..frames import load_image
 
             reference = load_image(video.reference)
-        history: deque[float] = deque(
+        self.history: deque[float] = deque(
             maxlen=video.background_samples if video.compare == "background" else 1
         )
         first_id = resume_at.events + 1 if resume_at else 1
-        builder = EventBuilder.for_source(name, source, video, first_id)
+        self.builder = EventBuilder.for_source(self.name, source, video, first_id)
         start = _restart_time(resume_at.replay_from, video) if resume_at else video.start
-        frames = source.sample(video.every, start, video.end, max_side=analysis.work_size)
-        reports: dict[float, Report] = {}
-        last_update = time.perf_counter()
-        hints: tuple[Hint, ...] = ()
-        seen_skips = 0
-        index = -1
-        looker = _Looker(
+        self.frames = source.sample(video.every, start, video.end, max_side=analysis.work_size)
+        self.looker = _Looker(
             video,
             analysis,
             watch,
             reference,
-            describer,
-            result.warnings,
+            self.describer,
+            self.result.warnings,
             resume_at,
             describe_every=setting_seconds(video.describe_every, "--describe-every", info.fps),
         )
-        last_described: tuple[list[Detection], Report | None] = ([], None)
-        stopped = False
-        objects = (
+        self.objects = (
             ObjectWatcher(
                 info.width,
                 info.height,
-                work_pixels_scale,
+                self.work_pixels_scale,
                 setting_seconds(video.look_every, "--look-every", info.fps),
                 first_time=(
                     source._position(parse_time(video.start, what="--start"), "--start")
@@ -458,163 +547,158 @@ def describe_source(
                 every=parse_every(video.every).seconds or 0.0,
             )
             # --no-recognise: no looking for people and vehicles, by pixels or by detector.
-            if video.objects and settings.caption.recognise
+            if video.objects and self.settings.caption.recognise
             else None
         )
-        was_changed = False
-        try:
-            # Three stages on three threads: decoding, the pixel analysis of each changed pair,
-            # and here the captions and events. Captions need the previous pair's recognition
-            # (hints), so they stay in order on this thread; the analysis does not, so it runs
-            # ahead on the other core.
-            # A live source (a watched folder) waiting for the next file must stop waiting
-            # when the run stops, or closing the readers would wait for an upload forever.
-            wake = getattr(source, "interrupt", None)
-            with contextlib.closing(
-                _prefetch(looker.look(_prefetch(frames)), depth=2, wake=wake)
-            ) as stream:
-                for sample in stream:
-                    timestamp = sample.timestamp
-                    detections: list[Detection] = []
-                    if not sample.continues:
-                        hints = ()  # hints only carry over between consecutive pairs of one sequence
-                    if sample.carried:
-                        # The change goes on inside the slot of the last described pair: its
-                        # sentences continue the open events, so each ends where the change did.
-                        said, report = last_described
-                        detections = [
-                            dataclasses.replace(
-                                d, time=timestamp, before_time=result.processed_until or timestamp
-                            )
-                            for d in said
-                        ]
-                        if detections and report is not None:
-                            reports[timestamp] = report
-                    elif sample.analysis is not None:
-                        report = describer.caption(sample.analysis, hints=hints)
-                        hints = _hints_from(report)
-                        result.analysed += 1
-                        before_time = (
-                            result.processed_until
-                            if result.processed_until is not None
-                            else timestamp
-                        )
-                        for sentence in report.sentences:
-                            if sentence.kind == "no_change":
-                                continue
-                            box = _sentence_box(report, sentence.cluster_ids, work_pixels_scale)
-                            detections.append(
-                                in_video_words(
-                                    Detection(
-                                        timestamp,
-                                        before_time,
-                                        sentence,
-                                        box,
-                                        str(sentence.details.get("noun", "")),
-                                    ),
-                                    info.width,
-                                    info.height,
-                                )
-                            )
-                        if detections:
-                            reports[timestamp] = report
-                        last_described = (detections, report)
-                    before_time = (
-                        result.processed_until if result.processed_until is not None else timestamp
-                    )
-                    history.append(timestamp)
-                    result.processed_until = timestamp
-                    if sample.replaying:
-                        continue  # already counted by the run being resumed
-                    index += 1
-                    result.samples += 1
-                    live: set[int] | None = None
-                    if objects is not None:
-                        changed = sample.analysis is not None or sample.carried
-                        objects.region = looker.region
-                        detections = _with_objects(
-                            objects,
-                            builder,
-                            sample,
-                            detections,
-                            before_time,
-                            changed=changed,
-                            starts_change=changed and not was_changed,
-                        )
-                        was_changed = changed
-                        for track in objects.expired(timestamp):
-                            builder.tell(track, objects.story(track, to_end=False))
-                        live = objects.live_ids
-                        if detections and timestamp not in reports and sample.analysis:
-                            reports[timestamp] = report
-                    for event in builder.add(index, detections, time=timestamp, live_tracks=live):
-                        _close(result, event, reports, on_event, on_closed)
-                    if objects is not None and objects.arrived:
-                        _adopt_arrivals(objects, builder, timestamp)
-                    live = {d.time for o in builder.open for d in o.detections[:1]}
-                    for t in [t for t in reports if t not in live]:
-                        del reports[t]
-                    if not builder.open:
-                        if objects is not None:
-                            objects.reset()  # what a run resumed from here starts with
-                        result.checkpoint = Checkpoint(
-                            timestamp,
-                            history[0],
-                            len(result.events),
-                            result.samples,
-                            result.analysed,
-                            sample.active,
-                            sample.found,
-                        )
-                        if on_checkpoint is not None and on_checkpoint(result.checkpoint):
-                            stopped = True
-                            break
-                    if len(source.stats.skipped) > seen_skips:
-                        result.warnings.extend(source.stats.skipped[seen_skips:])
-                        seen_skips = len(source.stats.skipped)
-                    if on_progress:
-                        on_progress(timestamp, info.duration, result.samples)
-                    if on_update and time.perf_counter() - last_update > update_every:
-                        _publish(result, builder, source, started, seconds_before, on_update)
-                        last_update = time.perf_counter()
-            result.warnings.extend(source.stats.skipped[seen_skips:])
-            if not stopped:
-                # The events still open close here; writing their pictures can fail as any
-                # write can (a full disk), so this is inside the same error handling.
-                if objects is not None:
-                    for track, in_view in objects.finish():
-                        builder.tell(track, objects.story(track, to_end=in_view))
-                for event in builder.finish():
-                    _close(result, event, reports, on_event, on_closed)
-        except SpotdiffError as exc:
-            # The source broke off (a decoder error): keep everything found, say where it
-            # stopped, and leave the result resumable.
-            # A failed write (a picture on a full disk) ends the run the same way: the report
-            # keeps every event found, says why it stopped, and --resume continues.
-            result.error = f"{exc} (stopped at {format_timecode(result.processed_until or 0.0)})"
-            result.pending = builder.pending()
-            result.decoded = source.stats.decoded
-            result.complete = False
-            return result
-        except BaseException:
-            # Ctrl-C or a bug: report the state reached first, so the partial report on disk
-            # covers every finished sample and lists the events still open (--resume
-            # re-detects them whole from the last checkpoint).
-            if on_update is not None:
-                _publish(result, builder, source, started, seconds_before, on_update)
-            raise
-        if stopped:  # nothing is open at a checkpoint: the result is final up to it
-            result.decoded = source.stats.decoded
-            return result
-        result.events.sort(key=lambda e: (e.start, e.id))
-        result.pending = []
-        result.complete = True
-        result.decoded = source.stats.decoded
-        _check_end(result, info.duration, video, source)
-    finally:
-        source.close()
-        result.seconds = seconds_before + time.perf_counter() - started
-    return result
+
+    def _samples(self) -> None:
+        """Every sample, in order. Three stages on three threads: decoding, the pixel analysis
+        of each changed pair, and here the captions and events. Captions need the previous
+        pair's recognition (hints), so they stay in order on this thread; the analysis does
+        not, so it runs ahead on the other core. A live source (a watched folder) waiting for
+        the next file must stop waiting when the run stops, or closing the readers would wait
+        for an upload forever."""
+        wake = getattr(self.source, "interrupt", None)
+        looked = self.looker.look(_prefetch(self.frames))
+        with contextlib.closing(_prefetch(looked, depth=2, wake=wake)) as stream:
+            for sample in stream:
+                detections = self._said(sample)
+                before_time = self.result.processed_until
+                if before_time is None:
+                    before_time = sample.timestamp
+                self.history.append(sample.timestamp)
+                self.result.processed_until = sample.timestamp
+                if sample.replaying:
+                    continue  # already counted by the run being resumed
+                self.index += 1
+                self.result.samples += 1
+                self._advance(sample, detections, before_time)
+                if not self.builder.open and self._checkpoint(sample):
+                    self.stopped = True
+                    return
+                self._report_progress(sample.timestamp)
+
+    # -- one sample ------------------------------------------------------------------------
+
+    def _said(self, sample: _Sample) -> list[Detection]:
+        """What this sample says changed: the sentences of its pair, or, inside the slot of the
+        last described pair (``--describe-every``), those sentences carried on."""
+        if not sample.continues:
+            self.hints = ()  # hints only carry over between consecutive pairs of one sequence
+        if sample.carried:
+            # The change goes on: its sentences continue the open events, so each ends where
+            # the change did.
+            said, report = self.last_described
+            before = self.result.processed_until or sample.timestamp
+            detections = [
+                dataclasses.replace(d, time=sample.timestamp, before_time=before) for d in said
+            ]
+            if detections and report is not None:
+                self.reports[sample.timestamp] = report
+            return detections
+        if sample.analysis is None:
+            return []
+        return self._caption(sample)
+
+    def _caption(self, sample: _Sample) -> list[Detection]:
+        """Caption a changed pair: one detection per sentence, its box in source pixels."""
+        timestamp, info, result = sample.timestamp, self.info, self.result
+        report = self.describer.caption(sample.analysis, hints=self.hints)
+        self.hints = _hints_from(report)
+        result.analysed += 1
+        before_time = result.processed_until if result.processed_until is not None else timestamp
+        detections = []
+        for sentence in report.sentences:
+            if sentence.kind == "no_change":
+                continue
+            box = _sentence_box(report, sentence.cluster_ids, self.work_pixels_scale)
+            noun = str(sentence.details.get("noun", ""))
+            detection = Detection(timestamp, before_time, sentence, box, noun)
+            detections.append(in_video_words(detection, info.width, info.height))
+        if detections:
+            self.reports[timestamp] = report
+        self.last_described = (detections, report)
+        return detections
+
+    def _advance(self, sample: _Sample, detections: list[Detection], before_time: float) -> None:
+        """Give the sample's detections (with the objects' share) to the event builder, close
+        and picture the events that became final, and forget the pictures no event needs."""
+        timestamp, builder, objects = sample.timestamp, self.builder, self.objects
+        live: set[int] | None = None
+        if objects is not None:
+            changed = sample.analysis is not None or sample.carried
+            objects.region = self.looker.region
+            detections = _with_objects(
+                objects,
+                builder,
+                sample,
+                detections,
+                before_time,
+                changed=changed,
+                starts_change=changed and not self.was_changed,
+            )
+            self.was_changed = changed
+            for track in objects.expired(timestamp):
+                builder.tell(track, objects.story(track, to_end=False))
+            live = objects.live_ids
+            if detections and timestamp not in self.reports and sample.analysis:
+                self.reports[timestamp] = self.last_described[1]  # type: ignore[assignment]
+        for event in builder.add(self.index, detections, time=timestamp, live_tracks=live):
+            _close(self.result, event, self.reports, self.calls.on_event, self.calls.on_closed)
+        if objects is not None and objects.arrived:
+            _adopt_arrivals(objects, builder, timestamp)
+        pictured = {o.pictured.time for o in builder.open}
+        for t in [t for t in self.reports if t not in pictured]:
+            del self.reports[t]
+
+    def _checkpoint(self, sample: _Sample) -> bool:
+        """Nothing is open: a moment to resume from. True when the caller ends the run here."""
+        if self.objects is not None:
+            self.objects.reset()  # what a run resumed from here starts with
+        result = self.result
+        result.checkpoint = Checkpoint(
+            sample.timestamp,
+            self.history[0],
+            len(result.events),
+            result.samples,
+            result.analysed,
+            sample.active,
+            sample.found,
+        )
+        on_checkpoint = self.calls.on_checkpoint
+        return on_checkpoint is not None and on_checkpoint(result.checkpoint)
+
+    def _report_progress(self, timestamp: float) -> None:
+        skipped = self.source.stats.skipped
+        if len(skipped) > self.seen_skips:
+            self.result.warnings.extend(skipped[self.seen_skips :])
+            self.seen_skips = len(skipped)
+        if self.calls.on_progress:
+            self.calls.on_progress(timestamp, self.info.duration, self.result.samples)
+        if (
+            self.calls.on_update
+            and time.perf_counter() - self.last_update > self.calls.update_every
+        ):
+            self._publish()
+            self.last_update = time.perf_counter()
+
+    def _finish(self) -> None:
+        """The source ended: the objects still followed end, and every open event closes."""
+        if self.objects is not None:
+            for track, in_view in self.objects.finish():
+                self.builder.tell(track, self.objects.story(track, to_end=in_view))
+        for event in self.builder.finish():
+            _close(self.result, event, self.reports, self.calls.on_event, self.calls.on_closed)
+
+    def _publish(self) -> None:
+        _publish(
+            self.result,
+            self.builder,
+            self.source,
+            self.started,
+            self.seconds_before,
+            self.calls.on_update,  # type: ignore[arg-type]
+        )
 
 
 def open_spec(spec: Any, video: VideoConfig) -> Any:
