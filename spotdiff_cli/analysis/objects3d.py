@@ -207,7 +207,7 @@ def _colour_of(maps: _Maps, mask: np.ndarray) -> tuple[str, np.ndarray]:
 
 
 # Metal or rubber, and which shape: logistic models over the features ``_material_of`` and
-# ``_shape_of`` measure, fitted by ``objects3d_fit.py`` on the 2,708 objects of the tuning renders
+# ``_shape_of`` measure, fitted by ``data/objects3d_fit.py`` on the 2,708 objects of the tuning renders
 # (``data clevr --seed 11 --pairs 150``, each view's objects matched to the gold by their boxes);
 # cross-validated by scene (5 folds) they named 94 % of materials and 87 % of shapes right.
 # "log" features enter as their natural logarithm.

@@ -1,6 +1,6 @@
 """Refit the material and shape models of ``objects3d.py`` on a rendered benchmark.
 
-    python -m spotdiff_cli.analysis.objects3d_fit /tmp/tune [--scenes 150]
+    python -m spotdiff_cli.data.objects3d_fit /tmp/tune [--scenes 150]
 
 Every view of every scene is segmented; each segmented object is matched to the gold object
 whose box it overlaps most (IoU >= 0.5, boxes from the scene sampler); its features and the gold
@@ -20,9 +20,9 @@ from pathlib import Path
 
 import numpy as np
 
-from ..data.clevr_scene import ClevrConfig, box_of, sample_triplet
+from ..analysis.objects3d import segment_objects
 from ..frames import load_image
-from .objects3d import segment_objects
+from .clevr_scene import ClevrConfig, box_of, sample_triplet
 
 MATERIAL_FEATURES = {  # name: enters as its logarithm?
     "inner_edges": True,
