@@ -300,6 +300,7 @@ class VideoRun:
         import yaml  # noqa: F401
 
         from .report import timeline as _writers  # noqa: F401
+
         self.settings = settings
         self.settings_dict = to_dict(settings)
         self.out = out
