@@ -14,6 +14,7 @@ import cv2
 import pytest
 from conftest import draw_box, textured_background
 from console import one_error_line, run_spotdiff
+from test_video_outputs import write_clip as write_video_clip
 
 from spotdiff_cli import video_run
 from spotdiff_cli.errors import OutputError
@@ -32,16 +33,7 @@ def _visits(i: int):
 
 
 def write_clip(path: Path, boxes=_visits, frames: int = 140, fps: int = 10) -> Path:
-    background = textured_background(240, 320, seed=11)
-    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), fps, (320, 240))
-    assert writer.isOpened()
-    for i in range(frames):
-        image = background
-        for box, colour in boxes(i):
-            image = draw_box(image, *box, colour)
-        writer.write(cv2.cvtColor(image, cv2.COLOR_RGB2BGR))
-    writer.release()
-    return path
+    return write_video_clip(path, boxes, frames, fps)
 
 
 @pytest.fixture(scope="module")

@@ -876,5 +876,10 @@ def check_syntax(video: VideoConfig) -> None:
     for what, value in (("--start", video.start), ("--end", video.end)):
         if value is not None:
             parse_time(value, what=what)
+    for what, value in (
+        ("--describe-every", video.describe_every),
+        ("--look-every", video.look_every),
+    ):
+        parse_time(value, what=what)
     for box in video.roi:
         parse_roi(box)
