@@ -90,6 +90,42 @@ def run_decoder(
     return [h.tokens for h in hyps]
 
 
+def keep_frozen_in_eval(module: nn.Module) -> list[str]:
+    """Put every frozen part of ``module`` in eval mode; returns their names (outermost only).
+
+    A part is frozen when it has parameters and none of them needs a gradient (``freeze``
+    patterns, train/init.py: ``freeze_parameters``). Turning gradients off alone keeps its dropout
+    on and its batch-norm statistics moving, so a frozen encoder would give different features
+    at every pass and the parts after it would learn from that noise. In eval mode it gives the
+    same output for the same input. A part with some trainable parameters stays in training
+    mode, and so do its parameter-free children (a dropout between a frozen embedding and a
+    trained layer belongs to the trained part).
+    """
+    frozen: list[str] = []
+
+    def visit(name: str, part: nn.Module) -> tuple[bool, bool]:
+        """(has parameters, all of them frozen) of ``part``; sets eval where both hold."""
+        own = list(part.parameters(recurse=False))
+        has, all_frozen = bool(own), all(not p.requires_grad for p in own)
+        children = [(f"{name}.{n}" if name else n, c) for n, c in part.named_children()]
+        states = [visit(n, c) for n, c in children]
+        has = has or any(h for h, _ in states)
+        all_frozen = all_frozen and all(f for h, f in states if h)
+        if has and all_frozen:
+            return True, True
+        for (child_name, child), (child_has, child_frozen) in zip(children, states):
+            if child_has and child_frozen:
+                child.eval()
+                frozen.append(child_name)
+        return has, False
+
+    has, all_frozen = visit("", module)
+    if has and all_frozen:
+        module.eval()
+        frozen.append("")
+    return frozen
+
+
 class LearnedCaptioner(Captioner, nn.Module):
     """Base of every learned model: config and vocabulary, device moves, ``generate`` and
     ``describe``, and the training hooks with their defaults (module docstring).
@@ -170,6 +206,20 @@ class LearnedCaptioner(Captioner, nn.Module):
         """The numbers :attr:`validation_metrics` names, over the validation batches (in eval
         mode, without gradients). None by default."""
         return {}
+
+    # -- frozen parts -----------------------------------------------------------------------
+    def train(self, mode: bool = True) -> LearnedCaptioner:
+        """``nn.Module.train``, except that a frozen part stays in eval mode (:func:`keep_frozen_in_eval`).
+
+        Every switch back to training goes through here: the loop's ``model.train()`` before an
+        epoch, validation's and ``generate``'s restore of the previous mode, and DDP's, whose
+        ``train()`` reaches this model through ``LossForward``. So what is frozen (a recipe
+        stage's ``freeze``, re-applied on ``--resume`` by entering the stage) never sees
+        dropout or moves its norm statistics, whoever asked for training mode."""
+        nn.Module.train(self, mode)
+        if mode:
+            keep_frozen_in_eval(self)
+        return self
 
     # -- candidate choice -------------------------------------------------------------------
     @property
@@ -338,6 +388,7 @@ __all__ = [
     "Batch",
     "Generated",
     "GradientCaptioner",
+    "keep_frozen_in_eval",
     "LearnedCaptioner",
     "run_decoder",
 ]

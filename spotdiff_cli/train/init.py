@@ -15,6 +15,12 @@ names match a pattern (``fnmatch``: ``encoder.*``, ``decoder.embed.weight``) and
 (of those the model trains at all); an optimizer then skips the frozen ones (their gradient stays
 None), so their values do not move. A pattern that matches nothing is an error that lists the
 model's top-level modules: a typo must not silently train everything.
+
+Frozen also means eval mode: a part whose parameters are all frozen keeps no dropout and fixed
+norm statistics while the rest trains (``LearnedCaptioner.train`` calls
+``captioners/learned.py: keep_frozen_in_eval`` after every switch to training, whoever switches:
+the loop, validation, ``generate``, DDP). Without it a frozen encoder gave other features at every
+pass, and the parts after it learned from that noise.
 """
 
 from __future__ import annotations
