@@ -68,6 +68,10 @@ class WeightsEntry:
     # One line on the training data (the manifest's optional "trained_on"): what `spotdiff models`
     # shows, so a user sees what a shipped checkpoint has seen before trusting its sentences.
     trained_on: str = ""
+    # The manifest's optional "checks" (what it scored on the project's checks, one line) and
+    # "warning" (where it is weak, one line): `spotdiff models` shows both under the table.
+    checks: str = ""
+    warning: str = ""
 
 
 def user_cache_dir() -> Path:
@@ -98,6 +102,22 @@ def known_weights() -> list[WeightsEntry]:
 def shipped_default(kind: str) -> WeightsEntry | None:
     """The manifest's default entry of ``kind`` whose file is present (shipped), else None."""
     return next((e for e in known_weights() if e.kind == kind and e.default and e.present), None)
+
+
+def unshipped_notes() -> dict[str, str]:
+    """The manifests' ``"unshipped"`` object: model name -> one line on a model that ships no
+    weights (what its own training runs gave, and what to do instead). The first manifest wins
+    on a name; no manifest, or none with the object, is an empty dict."""
+    notes: dict[str, str] = {}
+    for folder in manifest_dirs():
+        path = folder / MANIFEST_NAME
+        if not path.is_file():
+            continue
+        _read_manifest(folder)  # a malformed manifest fails here with its one-line error
+        data = json.loads(path.read_text(encoding="utf-8"))
+        for name, note in (data.get("unshipped") or {}).items():
+            notes.setdefault(str(name), str(note))
+    return notes
 
 
 def resolve_weights(name_or_path: str | None, *, kind: str, allow_download: bool = False) -> Path:
@@ -243,6 +263,8 @@ def _read_manifest(folder: Path) -> list[WeightsEntry]:
                 present=file_path.is_file(),
                 default=bool(spec.get("default", False)),
                 trained_on=str(spec.get("trained_on", "")),
+                checks=str(spec.get("checks", "")),
+                warning=str(spec.get("warning", "")),
             )
         )
     return out

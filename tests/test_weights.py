@@ -173,6 +173,42 @@ def test_models_says_which_models_ship_weights_and_their_training_data(isolated)
     assert "capt ships" not in flat  # no file for it in this manifest
 
 
+LEARNED_NAMES = ("ddla", "capt", "duda", "duda-aux", "clip4idc", "idc-pcl", "onediff")
+
+
+def test_models_tells_each_learned_models_training_scores_and_weakness():
+    """Issue 24, item 4: every family name shows its shipped weights' training data, scores and
+    warning, or, without weights, what its runs gave; and the model cards say the same words."""
+    from typer.testing import CliRunner
+
+    from spotdiff_cli.cli import app
+
+    result = CliRunner().invoke(app, ["models"], env={"COLUMNS": "400"})
+    assert result.exit_code == 0, result.output
+    flat = " ".join(result.output.split())
+    cards = " ".join((W.REPO_WEIGHTS_DIR / "README.md").read_text(encoding="utf-8").split())
+    notes = W.unshipped_notes()
+    for name in LEARNED_NAMES:
+        entry = W.shipped_default(name)
+        if entry is None:
+            note = notes.get(name)
+            assert note, f"{name}: no shipped weights and no 'unshipped' note in the manifest"
+            lines = [f"{name}: no shipped weights: {note}"]
+            assert " ".join(note.split()) in cards, f"{name}: the model cards lack its note"
+        else:
+            assert entry.trained_on and entry.checks and entry.warning, name
+            lines = [
+                f"{name} ships {entry.file}: trained on {entry.trained_on}",
+                f"checks: {entry.checks}",
+                f"warning: {entry.warning}",
+            ]
+            for text in (entry.trained_on, entry.checks, entry.warning):
+                assert " ".join(text.split()) in cards, f"{name}: the model cards lack {text!r}"
+        for line in lines:
+            assert " ".join(line.split()) in flat, line
+    assert "no shipped weights (train them" in flat and "nn-multi" in flat
+
+
 def test_every_shipped_weights_file_is_installed_with_the_package():
     """An installed copy (pip install .) finds the manifest's files under share/spotdiff/weights:
     a file renamed in the manifest but not in pyproject's data-files breaks the install."""

@@ -9,11 +9,13 @@ from .state import errors_to_exit
 @app.command("models")
 @errors_to_exit
 def models() -> None:
-    """List the captioners you can pass to --model, and which have shipped weights."""
+    """List the captioners you can pass to --model, which have shipped weights, what those were
+    trained on and scored, and where each is weak."""
     from ..captioners import available_models, model_info
-    from ..weights import shipped_default
+    from ..weights import shipped_default, unshipped_notes
     from .render import print_models
 
+    notes = unshipped_notes()
     rows = []
     for name in available_models():
         row = vars(model_info(name)).copy()
@@ -21,5 +23,8 @@ def models() -> None:
         entry = shipped_default(name) if row["trainable"] else None
         row["weights"] = entry.file if entry else None
         row["trained_on"] = entry.trained_on if entry else None
+        row["checks"] = entry.checks if entry else None
+        row["warning"] = entry.warning if entry else None
+        row["note"] = notes.get(name) if row["trainable"] and not entry else None
         rows.append(row)
     print_models(rows)

@@ -163,7 +163,7 @@ def print_models(rows: list[dict[str, Any]]) -> None:
             safe(row["summary"]),
         )
     _print_table(table)
-    # The training data needs a sentence, too long for a column.
+    # The training data, the scores and the warnings need sentences, too long for a column.
     for row in rows:
         if row.get("weights"):
             trained_on = row.get("trained_on") or "not stated in the manifest"
@@ -171,6 +171,22 @@ def print_models(rows: list[dict[str, Any]]) -> None:
                 f"[bold]{safe(row['name'])}[/] ships {safe(row['weights'])}: "
                 f"trained on {safe(trained_on)}"
             )
+            if row.get("checks"):
+                _say(f"  checks: {safe(row['checks'])}")
+            if row.get("warning"):
+                _say(f"  [yellow]warning:[/] {safe(row['warning'])}")
+        elif row.get("note"):
+            _say(
+                f"[bold]{safe(row['name'])}[/]: [yellow]no shipped weights:[/] {safe(row['note'])}"
+            )
+    bare = [
+        r["name"] for r in rows if r["trainable"] and not r.get("weights") and not r.get("note")
+    ]
+    if bare:
+        _say(
+            f"no shipped weights (train them with `spotdiff train --model NAME`, then pass "
+            f"--weights): {safe(', '.join(bare))}"
+        )
     _say("[dim]model cards: weights/README.md[/]")
 
 
