@@ -22,7 +22,9 @@ EMPTY_FRAME = 480  # the same room with nobody in it
 
 
 def _outputs(
-    hits: dict[int, list[tuple[int, int, dict[int, float]]]], classes: int = 80
+    hits: dict[int, list[tuple[int, int, dict[int, float]]]],
+    classes: int = 80,
+    size: int = D.INPUT_SIZE,
 ) -> list[np.ndarray]:
     """Synthetic head outputs [cls_8, cls_16, cls_32, dist_8, dist_16, dist_32] (batch 1).
 
@@ -33,7 +35,7 @@ def _outputs(
     """
     cls_out, dist_out = [], []
     for stride in D.STRIDES:
-        n = (D.INPUT_SIZE // stride) ** 2
+        n = (size // stride) ** 2
         scores = np.full((1, n, classes), 0.01, np.float32)
         dists = np.zeros((1, n, 4, D.REG_MAX + 1), np.float32)
         for cell, cls, sides in hits.get(stride, []):
@@ -95,6 +97,7 @@ class _FakeNet(D.ObjectDetector):
         import threading
 
         self.outs = outs
+        self.input_size = D.INPUT_SIZE
         self.blobs: list[np.ndarray] = []
         self._lock = threading.Lock()
         self._recent = {}
@@ -132,13 +135,15 @@ def test_channel_order():
 
 
 def test_region_maps_back_to_the_full_image():
-    # The region (300, 50, 208, 208) is scaled ×2 into the input (no border); a box at input
-    # (72, 56)-(184, 104) is region (36, 28)-(92, 52), image (336, 78)-(392, 102).
-    outs = _outputs({16: [(5 * 26 + 7, 2, {0: 3, 1: 2, 2: 4, 3: 1})]})
+    # The region (300, 50, 224, 224) is looked at on a 224 canvas, pixel for pixel (not blown
+    # up to 416): stride 16 is a 14×14 grid, cell 5·14 + 7 has its centre at (120, 88), the box
+    # at input (72, 56)-(184, 104) is image (372, 106)-(484, 154).
+    outs = _outputs({16: [(5 * 14 + 7, 2, {0: 3, 1: 2, 2: 4, 3: 1})]}, size=224)
     det = _FakeNet(outs)
     image = np.zeros((400, 600, 3), np.uint8)
-    [found] = det.detect(image, region=(300, 50, 208, 208))
-    assert found.box == (336, 78, 56, 24) and found.label == "car"
+    [found] = det.detect(image, region=(300, 50, 224, 224))
+    assert found.box == (372, 106, 112, 48) and found.label == "car"
+    assert det.blobs[0].shape == (1, 3, 224, 224)
     # A region reaching outside the image is clipped; one wholly outside is refused.
     with pytest.raises(InputError, match="outside"):
         det.detect(image, region=(700, 0, 50, 50))
@@ -203,3 +208,13 @@ def test_detect_does_not_import_torch():
         "assert 'onnxruntime' not in sys.modules, 'onnxruntime imported'"
     )
     subprocess.run([sys.executable, "-c", code], check=True, cwd=REPO)
+
+
+def test_a_small_region_is_not_blown_up_to_the_full_input():
+    """A 105x63 watched box is looked at on a 128 canvas (its long side rounded up to the
+    coarsest stride), a frame on the full 416 one; never below two strides."""
+    assert D.fitted_size((63, 105)) == 128
+    assert D.fitted_size((360, 640)) == 416
+    assert D.fitted_size((416, 200)) == 416
+    assert D.fitted_size((10, 20)) == 64
+    assert D.fitted_size((360, 640), largest=320) == 320

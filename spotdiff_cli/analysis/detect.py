@@ -213,6 +213,15 @@ def nms_per_class(
     return np.array(sorted(keep, key=lambda k: -scores[k]), dtype=np.int64)
 
 
+def fitted_size(shape: tuple[int, ...], largest: int = INPUT_SIZE) -> int:
+    """The network's input side for an image of ``shape`` (H, W): ``largest`` for a frame, but
+    no more than the image's long side rounded up to the network's coarsest stride. A watched
+    region of 105x63 work pixels (the motorway ROI) letterboxed to 416 would be blown up 4x,
+    which adds no detail and costs 16x the pixels (~50 ms a pass instead of ~5 ms)."""
+    stride = STRIDES[-1]
+    return max(2 * stride, min(largest, -(-max(shape[:2]) // stride) * stride))
+
+
 class ObjectDetector:
     """NanoDet through ``cv2.dnn``. Build it once (:func:`default_detector`) and call :meth:`detect`.
 
@@ -228,7 +237,17 @@ class ObjectDetector:
         ModelError: it exists but is corrupt (sha256 mismatch, or OpenCV cannot read it as ONNX).
     """
 
-    def __init__(self, weights: str | Path | None = None, *, threads: int | None = None) -> None:
+    def __init__(
+        self,
+        weights: str | Path | None = None,
+        *,
+        threads: int | None = None,
+        input_size: int = INPUT_SIZE,
+    ) -> None:
+        if input_size < 64 or input_size % 32:
+            raise InputError(
+                f"detector input_size must be a multiple of 32, >= 64, not {input_size}"
+            )
         path = resolve_weights(None if weights is None else str(weights), kind=WEIGHTS_KIND)
         try:
             net = cv2.dnn.readNetFromONNX(str(path))
@@ -254,6 +273,7 @@ class ObjectDetector:
             )
         self.path = path
         self.threads = threads
+        self.input_size = input_size
         self._net = net
         self._outputs = wanted
         self._lock = threading.Lock()
@@ -308,16 +328,18 @@ class ObjectDetector:
             y0,
             min_score,
             order,
+            self.input_size,
         )
         with self._lock:
             if key in self._recent:
                 return list(self._recent[key])
         bgr = crop if order == "bgr" else cv2.cvtColor(crop, cv2.COLOR_RGB2BGR)
-        canvas, lb = letterbox(bgr)
+        size = fitted_size(crop.shape[:2], self.input_size)
+        canvas, lb = letterbox(bgr, size)
         blob = ((canvas.astype(np.float32) - MEAN_BGR) / STD_BGR).transpose(2, 0, 1)[None]
         outs = self._forward(np.ascontiguousarray(blob))
         n = len(STRIDES)
-        boxes, scores, classes = decode(outs[:n], outs[n:], min_score=min_score)
+        boxes, scores, classes = decode(outs[:n], outs[n:], input_size=size, min_score=min_score)
         if len(scores) == 0:
             return []
         # Back to crop pixels, then to the full image.

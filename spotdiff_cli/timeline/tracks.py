@@ -267,7 +267,9 @@ class ObjectTracker:
     def __init__(self, misses: int = 2, min_hits: int = 2, reach: float = 1.5) -> None:
         import logging
 
-        from norfair import Tracker  # the light install has it: pure Python over numpy/scipy
+        from .norfair_import import import_norfair
+
+        Tracker = import_norfair().Tracker  # the light install has it: pure Python over numpy
 
         self.min_hits = min_hits
         self.misses = misses
@@ -300,7 +302,9 @@ class ObjectTracker:
     def update(self, time: float, sightings: list[Sighting]) -> tuple[list[Track], list[Track]]:
         """One look at the scene at ``time``. Returns (the tracks seen at this look, the tracks
         that ended with it); each sighting belongs to at most one track."""
-        from norfair import Detection as NorfairDetection
+        from .norfair_import import import_norfair
+
+        NorfairDetection = import_norfair().Detection
 
         detections = [
             NorfairDetection(

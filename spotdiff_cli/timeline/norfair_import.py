@@ -1,0 +1,103 @@
+"""Importing norfair without the 0.85 s of SciPy it never uses here.
+
+norfair's package import pulls in ``scipy.stats`` (~0.45 s on this machine) for one name,
+``multivariate_normal``, used only by the Kalman filter's log-likelihood, which its ``Tracker``
+never computes; and ``scipy.spatial`` (~0.3 s with its own imports) for ``cdist``, used only by
+the vectorised distances, which spotdiff's scalar box distance does not use. DVR-Scan's whole
+run over the one-by-one person clip takes ~1.1 s, so a video run that paid this at every start
+spent most of a motion detector's budget on imports.
+
+:func:`import_norfair` imports norfair with stand-ins for those two modules in ``sys.modules``
+for the length of the import only. The names norfair binds are lazy: the first call of
+``cdist`` or use of ``multivariate_normal`` imports the real SciPy module. Any other name
+asked of a stand-in during that window (another thread importing ``scipy.stats``) is the real
+module's, so the stand-ins are invisible to other code except for the import time they save.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import sys
+import threading
+import types
+from typing import Any
+
+# module -> the names norfair binds from it at import time and uses only later (if ever)
+_DEFERRED: dict[str, tuple[str, ...]] = {
+    "scipy.stats": ("multivariate_normal",),
+    "scipy.spatial": (),  # the parent package of the next: its __init__ is the slow part
+    "scipy.spatial.distance": ("cdist",),
+}
+_lock = threading.Lock()
+
+
+def import_norfair() -> types.ModuleType:
+    """``import norfair``, without importing the SciPy modules of :data:`_DEFERRED` (already
+    imported ones are used as they are)."""
+    if "norfair" in sys.modules:
+        return sys.modules["norfair"]
+    with _lock:
+        stand_ins = {
+            name: _StandIn(name, deferred)
+            for name, deferred in _DEFERRED.items()
+            if name not in sys.modules
+        }
+        sys.modules.update(stand_ins)
+        try:
+            import norfair
+        finally:
+            for name, stand_in in stand_ins.items():
+                if sys.modules.get(name) is stand_in:
+                    del sys.modules[name]
+    return norfair
+
+
+def _real(name: str) -> types.ModuleType:
+    """The real module ``name`` (imported now if it is not yet)."""
+    module = sys.modules.get(name)
+    if isinstance(module, _StandIn):
+        del sys.modules[name]
+        try:
+            module = importlib.import_module(name)
+        except BaseException:
+            sys.modules[name] = module  # put back: the window's import is still running
+            raise
+    return module if module is not None else importlib.import_module(name)
+
+
+class _StandIn(types.ModuleType):
+    """A module in ``sys.modules`` while norfair is imported: the deferred names are lazy
+    handles; every other attribute is the real module's."""
+
+    def __init__(self, name: str, deferred: tuple[str, ...]) -> None:
+        super().__init__(name)
+        self.__deferred = deferred
+        # Where the real package's submodules are, so that another thread importing one of
+        # them (``scipy.spatial.transform``) during the window still finds it.
+        spec = importlib.util.find_spec(name)
+        self.__path__ = list(spec.submodule_search_locations or []) if spec else []
+
+    def __getattr__(self, attr: str) -> Any:
+        if attr in self.__deferred:
+            return _Lazy(self.__name__, attr)
+        return getattr(_real(self.__name__), attr)
+
+
+class _Lazy:
+    """``module.attr``, imported at its first use (a call, or an attribute of it)."""
+
+    def __init__(self, module: str, attr: str) -> None:
+        self._module, self._attr = module, attr
+        self._target: Any = None
+
+    def _resolve(self) -> Any:
+        if self._target is None:
+            self._target = getattr(_real(self._module), self._attr)
+        return self._target
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._resolve()(*args, **kwargs)
+
+    def __getattr__(self, attr: str) -> Any:
+        return getattr(self._resolve(), attr)

@@ -1,0 +1,46 @@
+"""timeline/norfair_import.py: norfair without importing the SciPy modules it never uses here,
+and the deferred names still work (they import the real module at first use)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+
+
+def _run(code: str) -> str:
+    proc = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, check=True
+    )
+    return proc.stdout.strip()
+
+
+def test_the_tracker_starts_without_scipy_stats_and_spatial():
+    out = _run(
+        """
+        import sys
+        from spotdiff_cli.timeline.tracks import ObjectTracker, Sighting
+        tracker = ObjectTracker(misses=1, min_hits=1)
+        seen, _ = tracker.update(0.0, [Sighting(0.0, (10, 10, 50, 80), "person", 0.9)])
+        seen, _ = tracker.update(1.0, [Sighting(1.0, (14, 10, 50, 80), "person", 0.9)])
+        print(len(seen), seen[0].id, "scipy.stats" in sys.modules, "scipy.spatial" in sys.modules)
+        """
+    )
+    assert out == "1 1 False False"
+
+
+def test_deferred_names_are_the_real_ones_at_first_use():
+    out = _run(
+        """
+        import numpy as np
+        from spotdiff_cli.timeline.norfair_import import import_norfair
+        import_norfair()
+        import norfair.distances as nd, norfair.kalman_filter as kf
+        a, b = np.array([[0.0, 0.0], [3.0, 4.0]]), np.array([[0.0, 0.0]])
+        print(nd.cdist(a, b).ravel().tolist())
+        print(round(float(kf.multivariate_normal.logpdf([0.0], [0.0], [[1.0]])), 6))
+        import scipy.stats, scipy.spatial.distance
+        print(type(scipy.stats).__name__, scipy.stats.norm.cdf(0.0), scipy.spatial.distance.cdist is not None)
+        """
+    )
+    assert out.splitlines() == ["[0.0, 5.0]", "-0.918939", "module 0.5 True"]
