@@ -26,6 +26,7 @@ LAYERS = {
     "frames": 1,
     "__init__": 1,
     "analysis": 2,
+    "embed": 2,  # the offline sentence encoder (numpy MiniLM): weights and errors only
     "captioners": 3,
     "describer": 4,
     "data": 4,
