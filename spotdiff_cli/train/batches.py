@@ -121,6 +121,11 @@ class TrainingData:
         captions = [caption_key(self.pairs[p].annotations[a]) for p, a in self.examples]
         return pairs, captions
 
+    def example_changed(self) -> list[bool]:
+        """Whether each example's pair holds a change (``changed_ids``): what
+        ``balance_changes`` balances (``train/sampler.py``)."""
+        return [self.pairs[p].id in self.changed_ids for p, _ in self.examples]
+
     def example_batches(self, order: Sequence[int], batch_size: int) -> Iterable[Batch]:
         """Batches of training examples in ``order`` (indices into ``examples``)."""
         for start in range(0, len(order), batch_size):

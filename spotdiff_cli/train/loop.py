@@ -10,7 +10,8 @@
     4. stages of epochs         the recipe's stages in turn (one without ``stages``); entering a
                                 stage sets its ``freeze``, ``objectives`` and model options; each
                                 epoch's batches come from its ``sampler`` (shuffle by (seed, epoch),
-                                or contrastive); global batch of 8 (§4) split over processes;
+                                or contrastive; ``balance_changes``: changed and unchanged pairs
+                                take turns); global batch of 8 (§4) split over processes;
                                 AMP on CUDA; gradient clipping; one log line per interval
                                 (``finetune_backbone``: batches carry images, the backbone runs in
                                 the step with gradients, at ``backbone_lr``, and is checkpointed)
@@ -75,7 +76,7 @@ from .run import (
     resume_state,
     seed_everything,
 )
-from .sampler import contrastive_batches, epoch_order, shuffled_batches
+from .sampler import balanced_order, contrastive_batches, epoch_order, shuffled_batches
 from .validation import check_val_metric, validate
 
 
@@ -244,6 +245,8 @@ def epoch_batches(run: Run, epoch: int) -> list[list[int]]:
     """4. The example indices of every global batch of ``epoch``, from the stage's sampler."""
     data, size = run.train_data, run.config.batch_size
     order = epoch_order(len(data.examples), run.config.seed, epoch)
+    if run.config.balance_changes:  # changed and unchanged pairs take turns
+        order = balanced_order(order, data.example_changed())
     if run.stage.sampler == "contrastive":
         pairs, captions = data.example_keys()
         return contrastive_batches(order, pairs, captions, size)

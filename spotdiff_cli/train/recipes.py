@@ -32,6 +32,8 @@ What the later families need (issue 12), all optional and off by default:
   scores only the validation pairs that hold a change.
 * ``sampler``: ``shuffle`` or ``contrastive`` (one example per pair, no identical captions in a
   batch: ``train/sampler.py``).
+* ``balance_changes``: changed and unchanged pairs' examples take turns in each epoch's order, so
+  every batch holds both in equal shares while both last (``train/sampler.py: balanced_order``).
 * ``input_size`` / ``feature_levels``: which feature cache to train on (``data/cache.py``).
 """
 
@@ -159,6 +161,9 @@ class TrainConfig:
     objectives: dict[str, float] = field(default_factory=dict)  # {} = the model's own loss
     val_metric: str = "CIDEr"  # picks best.pt and drives early stopping (§4: CIDEr)
     sampler: str = "shuffle"  # shuffle | contrastive (train/sampler.py)
+    # Changed and unchanged pairs take turns in the epoch's order: equal shares in every batch
+    # (train/sampler.py: balanced_order); for models whose cheapest answer is "no change".
+    balance_changes: bool = False
     stages: tuple[dict[str, Any], ...] = ()  # see Stage; empty = one stage of the values above
 
     def validate(self) -> TrainConfig:

@@ -12,7 +12,14 @@ being filled waits for the next batch (it goes first there), so every example is
 per epoch and the order stays as close to the shuffle as the constraints allow; batches at the
 end of an epoch may be shorter when only clashing examples are left.
 
-Both are deterministic functions of (seed, epoch), so ``--resume`` finds the same batches and
+``balance_changes: true`` (with either sampler) reorders the shuffle first so that examples of
+pairs that hold a change and of pairs that do not (distractors, "no change" references) take turns
+(:func:`balanced_order`): each batch holds both in equal shares while both last. On the rendered
+3-D benchmark, which has as many of each, every batch is then half and half; without it a batch's
+share drifts with the shuffle, and a captioner whose cheapest answer is "no change" gets batches
+that reward it more than half the time.
+
+All are deterministic functions of (seed, epoch), so ``--resume`` finds the same batches and
 every process of a distributed run draws the same ones.
 """
 
@@ -39,6 +46,17 @@ def shuffled_batches(order: Sequence[int], batch_size: int) -> list[list[int]]:
         [int(i) for i in order[start : start + batch_size]]
         for start in range(0, len(order), batch_size)
     ]
+
+
+def balanced_order(order: Sequence[int], changed: Sequence[bool]) -> list[int]:
+    """``order`` with the examples of changed pairs and of unchanged ones taking turns, each group
+    in its own order from ``order`` (a changed one first); the longer group's rest comes last.
+    Every example stays exactly once, so an epoch has as many steps as before."""
+    yes = [int(i) for i in order if changed[int(i)]]
+    no = [int(i) for i in order if not changed[int(i)]]
+    turns = [i for pair in zip(yes, no) for i in pair]
+    n = min(len(yes), len(no))
+    return turns + yes[n:] + no[n:]
 
 
 def contrastive_batches(
@@ -74,6 +92,7 @@ def contrastive_batches(
 
 __all__ = [
     "SAMPLERS",
+    "balanced_order",
     "caption_groups",
     "caption_key",
     "contrastive_batches",
