@@ -395,3 +395,25 @@ def test_timeline_of_real_footage_in_a_browser(browser, tmp_path):
         assert 0 <= top < height
         assert visit.fits(f"real-{width}.png", tmp_path) <= width
         visit.check_clean([out, clip.resolve()])
+
+
+def test_the_search_box_filters_cards_by_words_and_the_summary_links_them(browser, reports):
+    """Issue 28: words typed in the box keep the cards (and time-axis marks) whose sentences,
+    noun or kind hold each of them; no network, no model. The summary's links lead to cards."""
+    folder = reports["timeline"]
+    events = json.loads((folder / "timeline.json").read_text())["sources"][0]["events"]
+    desk = Visit(browser, folder / "timeline.html", 1280)
+    every = [f"s1-e{e['id']}" for e in events]
+    assert desk.page.locator("#find").is_visible()
+    desk.page.fill("#find", "lighting")
+    lit = [f"s1-e{e['id']}" for e in events if "lighting" in (e["text"] + e["kind"]).lower()]
+    assert desk.visible("article.event") == lit and lit != every
+    assert desk.page.locator("a.mark:visible").count() == len(lit)
+    assert desk.page.inner_text("#shown") == str(len(lit))
+    desk.page.fill("#find", "the zebra")
+    assert desk.visible("article.event") == []
+    desk.page.fill("#find", "")
+    assert desk.visible("article.event") == every
+    links = desk.page.eval_on_selector_all(".summary a", "as => as.map(a => a.hash.slice(1))")
+    assert links and set(links) <= set(every)
+    desk.check_clean([folder, reports["clip"].parent])

@@ -58,7 +58,16 @@ def _main(
 
 
 # Commands register themselves on import (one module per command).
-from . import caption_cmd, data_cmd, eval_cmd, models_cmd, train_cmd, video_cmd  # noqa: E402,F401
+from . import (  # noqa: E402,F401
+    caption_cmd,
+    data_cmd,
+    eval_cmd,
+    models_cmd,
+    search_cmd,
+    summary_cmd,
+    train_cmd,
+    video_cmd,
+)
 
 
 def main() -> None:

@@ -544,3 +544,42 @@ def print_training_result(result: Any, model: str) -> None:
             f"[dim]use it: spotdiff caption --model {safe(model)} --weights {safe(str(result.best_path))} BEFORE AFTER[/]",
             soft_wrap=True,
         )
+
+
+def print_summary(summary: Any, several: bool) -> None:
+    """``spotdiff summary``: a paragraph per source under its name (and its report folder,
+    over several), each claim followed by the events it rests on (``#3``), then the totals."""
+    from ..report.summary import paragraph
+
+    for s in summary.sources:
+        where = f"{s.report}: " if several else ""
+        _say(f"[bold]{safe(where + s.name)}[/]")
+        _say(safe(paragraph(s.claims, lambda r: f"#{r.event}")) or "[dim]nothing to say[/]")
+        _say("")
+    if summary.overall:
+        _say(safe(paragraph(summary.overall, lambda r: "")))
+
+
+def print_search(hits: list[Any], show_page: bool) -> None:
+    """``spotdiff search``: a ranked event a line (score, source and number, time, kind and
+    noun, what it said), its picture below, and with ``--open`` its card in the page."""
+    if not hits:
+        err_console.print("no event matches", soft_wrap=True)
+        return
+    for rank, h in enumerate(hits, 1):
+        e = h.event
+        span = e.get("start_tc") or f"{e['start']:.3f}"
+        if e.get("end_tc") and e.get("end_tc") != span:
+            span += f"–{e['end_tc']}"
+        if e.get("wall_start"):
+            span += f" ({e['wall_start']})"
+        what = " ".join(x for x in (e["kind"], e.get("noun") or "") if x)
+        name = h.source.replace("\\", "/").rsplit("/", 1)[-1]
+        _say(
+            f"{rank}. [bold]{h.score:.2f}[/] {safe(name)} #{e['id']} {safe(span)} "
+            f"[dim]{safe(what)}[/] {safe(e['text'])}"
+        )
+        if h.picture:
+            _say(f"   [dim]picture:[/] {safe(h.picture)}")
+        if show_page:
+            _say(f"   [dim]open:[/] {safe(h.page)}")

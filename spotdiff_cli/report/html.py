@@ -36,6 +36,7 @@ from .compose import cluster_numbers, scale_box
 from .draw import PAIR_GAP, PALETTE, box_in_after, mask_image
 from .encoding import text_bytes
 from .spans import frame_span, time_span
+from .summary import paragraph_parts, search_words, summarise
 
 TEMPLATES = Path(__file__).parent / "templates"
 
@@ -121,8 +122,15 @@ def timeline_page(data: dict[str, Any], out: Path) -> bytes:
     rois = _rois(data.get("settings", {}))
     sources = [_source(i, s, rois, out) for i, s in enumerate(data["sources"], 1)]
     events = [e for s in sources for e in s["events"]]
+    summary = summarise([(".", data)])
     return _render(
         "timeline.html.j2",
+        summary=[
+            {"name": s.name, "claims": paragraph_parts(s.claims, lambda r: f"#{r.anchor}")}
+            for s in summary.sources
+            if s.claims
+        ],
+        overall=paragraph_parts(summary.overall, lambda r: f"#{r.anchor}"),
         complete=data["complete"],
         sources=sources,
         chips=_chips([(e["kind"], e["noun"]) for e in events]),
@@ -233,6 +241,8 @@ def _event(
         "kind": e["kind"],
         "noun": e["noun"] or "",
         "text": e["text"],
+        # What the page's search box matches, words only: no model in the browser.
+        "words": search_words(e),
         "span": time_span(e, "–"),
         "frames": frame_span(e, "–"),
         "start": e["start"],

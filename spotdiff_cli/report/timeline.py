@@ -45,6 +45,7 @@ from .html import timeline_page
 from .names import source_path, source_stem, subtitle_names
 from .spans import frame_span, time_span
 from .subtitles import SUBTITLE_WRITERS
+from .summary import markdown_summary
 
 SCHEMA = "spotdiff.timeline/2"
 READABLE_SCHEMAS = ("spotdiff.timeline/1", SCHEMA)
@@ -407,6 +408,7 @@ def write_md(data: dict[str, Any], out: Path) -> bytes:
             "> **Partial report**: the run stopped before the end; `spotdiff video ... --resume` continues it.",
             "",
         ]
+    lines += markdown_summary(data)
     for s in data["sources"]:
         lines += [
             f"## {_md_cell(Path(s['source']).name)}",

