@@ -99,7 +99,7 @@ class _FakeNet(D.ObjectDetector):
         self.outs = outs
         self.input_size = D.INPUT_SIZE
         self.blobs: list[np.ndarray] = []
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()
         self._recent = {}
 
     def _forward(self, blob: np.ndarray) -> list[np.ndarray]:

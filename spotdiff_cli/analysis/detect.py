@@ -276,7 +276,7 @@ class ObjectDetector:
         self.input_size = input_size
         self._net = net
         self._outputs = wanted
-        self._lock = threading.Lock()
+        self._lock = threading.RLock()  # cv2.dnn.Net is not thread-safe
         self._recent: dict[tuple, tuple[Detection, ...]] = {}  # last answers, oldest first
 
     def detect(
@@ -319,6 +319,7 @@ class ObjectDetector:
             if x1 - x0 < 2 or y1 - y0 < 2:
                 raise InputError(f"detect(): region {tuple(region)} lies outside the {W}×{H} image")
         crop = image[y0:y1, x0:x1]
+        size = fitted_size(crop.shape[:2], self.input_size)
         # The same frame is often asked about twice (a video sample's captions name its
         # clusters, then the tracker looks at it): the answer is kept for the last few.
         key = (
@@ -328,13 +329,27 @@ class ObjectDetector:
             y0,
             min_score,
             order,
-            self.input_size,
+            size,
         )
+        # One pass per frame even when two threads ask at once (the video pipeline looks
+        # ahead on its own thread while the captions ask about the same frame): the second
+        # waits for the first's answer.
         with self._lock:
-            if key in self._recent:
-                return list(self._recent[key])
+            found = self._recent.get(key)
+            if found is None:
+                found = self._recent[key] = tuple(self._detect(crop, order, size, min_score))
+                while len(self._recent) > 8:
+                    self._recent.pop(next(iter(self._recent)))
+        # Boxes back in the full image.
+        return [
+            Detection((x + x0, y + y0, w, h), d.label, d.score)
+            for d in found
+            for x, y, w, h in [d.box]
+        ]
+
+    def _detect(self, crop: np.ndarray, order: str, size: int, min_score: float) -> list[Detection]:
+        """One forward pass over ``crop`` on a ``size`` canvas: boxes in crop pixels."""
         bgr = crop if order == "bgr" else cv2.cvtColor(crop, cv2.COLOR_RGB2BGR)
-        size = fitted_size(crop.shape[:2], self.input_size)
         canvas, lb = letterbox(bgr, size)
         blob = ((canvas.astype(np.float32) - MEAN_BGR) / STD_BGR).transpose(2, 0, 1)[None]
         outs = self._forward(np.ascontiguousarray(blob))
@@ -342,10 +357,9 @@ class ObjectDetector:
         boxes, scores, classes = decode(outs[:n], outs[n:], input_size=size, min_score=min_score)
         if len(scores) == 0:
             return []
-        # Back to crop pixels, then to the full image.
         boxes = lb.to_image(boxes)
-        boxes[:, [0, 2]] = np.clip(boxes[:, [0, 2]], 0, x1 - x0) + x0
-        boxes[:, [1, 3]] = np.clip(boxes[:, [1, 3]], 0, y1 - y0) + y0
+        boxes[:, [0, 2]] = np.clip(boxes[:, [0, 2]], 0, crop.shape[1])
+        boxes[:, [1, 3]] = np.clip(boxes[:, [1, 3]], 0, crop.shape[0])
         result = []
         for k in nms_per_class(boxes, scores, classes):
             bx0, by0, bx1, by1 = (int(round(float(v))) for v in boxes[k])
@@ -356,10 +370,6 @@ class ObjectDetector:
                     (bx0, by0, bx1 - bx0, by1 - by0), COCO_CLASSES[classes[k]], float(scores[k])
                 )
             )
-        with self._lock:
-            self._recent[key] = tuple(result)
-            while len(self._recent) > 4:
-                self._recent.pop(next(iter(self._recent)))
         return result
 
     def _forward(self, blob: np.ndarray) -> list[np.ndarray]:

@@ -105,6 +105,9 @@ class ObjectWatcher:
         self.arrived: list[Track] = []  # tracks made visible at the latest sample
         self.ending: dict[int, tuple[Track, float]] = {}  # ended visible tracks, grace end
         self.grace = 1.5 * look_every
+        # The look-ahead thread's own state (look_ahead): only that thread touches it.
+        self._ahead_at: float | None = None
+        self._ahead_changed = False
 
     def reset(self) -> None:
         """No event is open (a checkpoint): forget the scenery, as a resumed run starts."""
@@ -167,6 +170,29 @@ class ObjectWatcher:
         )
 
     # -- what ------------------------------------------------------------------------------
+
+    def look_ahead(
+        self, time: float, pixels: np.ndarray | None, changed: bool, region: BBox | None
+    ) -> None:
+        """Run the detector now on a sample :meth:`look` will probably want, so its answer is
+        ready when it does (``analysis/detect.py`` keeps the last few). Called by the
+        pipeline's look-ahead thread, a few samples before the captions: the pass releases
+        the GIL and runs on the other core while the captions of earlier samples are written.
+        It follows :meth:`wants_look`'s rule for changed samples (the first of a change, then
+        once per ``look_every``), so it rarely looks at a frame :meth:`look` then does not;
+        what it finds is the same either way, so nothing a run reports depends on it."""
+        starts = changed and not self._ahead_changed
+        self._ahead_changed = changed
+        if pixels is None or not changed:
+            return
+        if not starts and self._ahead_at is not None:
+            if time - self._ahead_at < 0.9 * self.look_every:
+                return
+        self._ahead_at = time
+        from ..analysis.detect import default_detector
+
+        detector = self._detector or default_detector()
+        detector.detect(pixels, region=region, min_score=MIN_TOP_VIEW_SCORE)  # type: ignore[attr-defined]
 
     def look(
         self,

@@ -560,6 +560,8 @@ class _SourceRun:
         for an upload forever."""
         wake = getattr(self.source, "interrupt", None)
         looked = self.looker.look(_prefetch(self.frames))
+        if self.objects is not None:
+            looked = self._look_ahead(_prefetch(looked, depth=2))
         with contextlib.closing(_prefetch(looked, depth=2, wake=wake)) as stream:
             for sample in stream:
                 detections = self._said(sample)
@@ -577,6 +579,19 @@ class _SourceRun:
                     self.stopped = True
                     return
                 self._report_progress(sample.timestamp)
+
+    def _look_ahead(self, samples: Iterator[_Sample]) -> Iterator[_Sample]:
+        """The detector's passes one stage ahead of the captions, on a thread of their own
+        (``ObjectWatcher.look_ahead``): on the room clip a pass costs three times a sample's
+        captions, and done here it overlaps them instead of following them."""
+        with contextlib.closing(samples):  # type: ignore[arg-type]
+            for sample in samples:
+                if not sample.replaying:
+                    changed = sample.analysis is not None or sample.carried
+                    self.objects.look_ahead(  # type: ignore[union-attr]
+                        sample.timestamp, sample.pixels, changed, self.looker.region
+                    )
+                yield sample
 
     # -- one sample ------------------------------------------------------------------------
 
