@@ -20,15 +20,20 @@ any that is missing is made there with ``spotdiff video`` (about 10 s a clip her
 
 from __future__ import annotations
 
-import argparse
-import json
-import random
-import statistics
-import subprocess
-import sys
-import tempfile
-import time
-from pathlib import Path
+import os
+
+# As `spotdiff search` does (cli/search_cmd.py): one BLAS thread, set before numpy loads.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import random  # noqa: E402
+import statistics  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))

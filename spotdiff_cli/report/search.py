@@ -23,12 +23,13 @@ be written keeps its index in the user cache instead.
 from __future__ import annotations
 
 import datetime
+import functools
 import hashlib
 import io
 import json
 import re
 import zipfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol
@@ -337,6 +338,14 @@ def parse_query(query: str) -> tuple[Filters, str]:
     return filters, " ".join(text.split())
 
 
+@functools.lru_cache(maxsize=64)
+def _place_pattern(place: str) -> re.Pattern[str]:
+    """A place phrase ("to the bottom", "lower right", "centre") as it may be written in an
+    event's sentences: any spelling of the centre, any spaces or punctuation between words."""
+    words = ["(?:centre|center|middle)" if w == "centre" else re.escape(w) for w in place.split()]
+    return re.compile(r"\b" + r"\W+".join(words) + r"\b")
+
+
 def _place(words: str) -> str:
     return " ".join(PLACE_SAME.get(w, w) for w in words.split())
 
@@ -360,6 +369,13 @@ class _Row:
     source: str
     event: dict[str, Any]
     texts: list[int] = field(default_factory=list)  # rows of the report's text matrix
+    _words: set[str] | None = None
+
+    def words(self) -> set[str]:
+        """The event's words (summary, sentences, noun, kind), made once, when first asked."""
+        if self._words is None:
+            self._words = set(search_words(self.event).split())
+        return self._words
 
 
 def event_texts(e: dict[str, Any]) -> list[str]:
@@ -378,26 +394,29 @@ def _family(nouns: Iterable[str]) -> set[str]:
     return {"vehicle"} if set(nouns) & (VEHICLES | {"vehicle"}) else set()
 
 
-def _matches(e: dict[str, Any], filters: Filters, words: set[str]) -> dict[str, float]:
+def _matches(
+    e: dict[str, Any], filters: Filters, words: Callable[[], set[str]]
+) -> dict[str, float]:
     """The soft filter groups the event meets, each 1 (fully) or 0.5 (a noun of the same
-    family: the query's "lorry" on an event the detector called a bus)."""
+    family: the query's "lorry" on an event the detector called a bus). words: the event's
+    words, made when first needed (most of the time of a search over a large report)."""
     met: dict[str, float] = {}
     noun = e.get("noun") or ""
     if filters.nouns:
-        if noun in filters.nouns or words & filters.nouns:
+        if noun in filters.nouns or words() & filters.nouns:
             met["noun"] = 1.0
-        elif _family({noun} | words) & _family(filters.nouns):
+        elif _family({noun} | words()) & _family(filters.nouns):
             met["noun"] = 0.5
     # A colour belongs to the thing the query names: a grey car is no answer to "a woman in
     # a grey coat".
     if filters.colours and (not filters.nouns or "noun" in met):
-        if words & (filters.colours | {w for w, c in COLOURS.items() if c in filters.colours}):
+        if words() & (filters.colours | {w for w, c in COLOURS.items() if c in filters.colours}):
             met["colour"] = 1.0
     if filters.kinds and _kinds(e) & filters.kinds:
         met["kind"] = 1.0
     if filters.places:
-        said = _place(" ".join(re.findall(r"[^\W_]+", " ".join(event_texts(e)).lower())))
-        if all(re.search(rf"\b{re.escape(p)}\b", said) for p in filters.places):
+        said = " ".join(event_texts(e)).lower()
+        if all(_place_pattern(p).search(said) for p in filters.places):
             met["place"] = 1.0
     return met
 
@@ -431,11 +450,11 @@ def _in_time(e: dict[str, Any], filters: Filters) -> bool:
     return True
 
 
-def _hard(e: dict[str, Any], source: str, flags: Filters, words: set[str]) -> bool:
+def _hard(e: dict[str, Any], source: str, flags: Filters, words: Callable[[], set[str]]) -> bool:
     """The flags' filters (all must hold) and the time bounds."""
     if flags.kinds and not (_kinds(e) & flags.kinds):
         return False
-    if flags.nouns and not ((e.get("noun") or "") in flags.nouns or words & flags.nouns):
+    if flags.nouns and not ((e.get("noun") or "") in flags.nouns or words() & flags.nouns):
         return False
     if flags.colours and not _matches(e, Filters(colours=flags.colours), words):
         return False
@@ -456,8 +475,9 @@ def _fallback_path(report: ReportFolder) -> Path:
     return user_cache_dir() / "search" / f"{key}.npz"
 
 
-def _read_index(path: Path, encoder: str) -> tuple[str, dict[str, np.ndarray]] | None:
-    """(timeline sha256, text -> vector) from a cache file made by this encoder, else None."""
+def _read_index(path: Path, encoder: str) -> tuple[str, list[str], np.ndarray] | None:
+    """(timeline sha256, texts, their vectors) from a cache file made by this encoder, else
+    None."""
     try:
         with np.load(path, allow_pickle=False) as npz:
             if int(npz["format"]) != INDEX_FORMAT or str(npz["encoder"]) != encoder:
@@ -469,7 +489,7 @@ def _read_index(path: Path, encoder: str) -> tuple[str, dict[str, np.ndarray]] |
         return None  # no cache, or a damaged one: it is made again
     if len(texts) != len(vectors):
         return None
-    return digest, dict(zip(texts, vectors))
+    return digest, texts, vectors
 
 
 def _write_index(report: ReportFolder, encoder: str, texts: list[str], vectors: np.ndarray) -> None:
@@ -500,12 +520,10 @@ def text_vectors(report: ReportFolder, texts: list[str], encoder: Encoder) -> np
         cached = _read_index(path, encoder.fingerprint)
         if cached is None:
             continue
-        digest, vectors = cached
-        if digest == report.digest and all(t in vectors for t in texts):
-            return (
-                np.stack([vectors[t] for t in texts]) if texts else np.zeros((0, 384), np.float32)
-            )
-        known.update(vectors)
+        digest, cached_texts, vectors = cached
+        if digest == report.digest and cached_texts == texts:
+            return vectors  # the common case: made from these very bytes
+        known.update(zip(cached_texts, vectors))
     missing = [t for t in texts if t not in known]
     if missing:
         known.update(zip(missing, encoder.encode(missing)))
@@ -561,13 +579,14 @@ def search(
     hits: list[Hit] = []
     for report in reports:
         texts, rows = _report_texts(report)
-        rows = [r for r in rows if _hard(r.event, r.source, hard, _words(r.event))]
+        rows = [r for r in rows if _hard(r.event, r.source, hard, r.words)]
         if not rows:
             continue
         sims = None
         if q is not None and encoder is not None:
             sims = text_vectors(report, texts, encoder) @ q
-        mets = [_matches(r.event, soft, _words(r.event)) for r in rows]
+        named = any(soft.groups().values())
+        mets = [_matches(r.event, soft, r.words) if named else {} for r in rows]
         if soft.order:  # "the last car": the latest (or first) of what the query names, per source
             for index in {r.source_index for r in rows}:
                 named = [
@@ -590,10 +609,6 @@ def search(
             )
     hits.sort(key=lambda h: -h.score)  # stable: equal scores keep report and time order
     return hits[:limit] if limit is not None else hits
-
-
-def _words(e: dict[str, Any]) -> set[str]:
-    return set(search_words(e).split())
 
 
 def filters_from_flags(
