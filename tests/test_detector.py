@@ -211,10 +211,10 @@ def test_detect_does_not_import_torch():
 
 
 def test_a_small_region_is_not_blown_up_to_the_full_input():
-    """A 105x63 watched box is looked at on a 128 canvas (its long side rounded up to the
-    coarsest stride), a frame on the full 416 one; never below two strides."""
-    assert D.fitted_size((63, 105)) == 128
+    """A 105x63 watched box is looked at on a 224 canvas (the smallest), a 300x280 one on 320
+    (its long side rounded up to the coarsest stride), a frame on the full 416 one."""
+    assert D.fitted_size((63, 105)) == 224
+    assert D.fitted_size((280, 300)) == 320
     assert D.fitted_size((360, 640)) == 416
     assert D.fitted_size((416, 200)) == 416
-    assert D.fitted_size((10, 20)) == 64
     assert D.fitted_size((360, 640), largest=320) == 320
