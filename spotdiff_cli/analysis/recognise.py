@@ -165,10 +165,15 @@ Region = tuple[np.ndarray, tuple[int, int, int, int], "np.ndarray | None"]  # (i
 
 
 def recognise_many(
-    regions: list[Region], *, min_confidence: float = DEFAULT_MIN_CONFIDENCE
+    regions: list[Region],
+    *,
+    min_confidence: float = DEFAULT_MIN_CONFIDENCE,
+    area: tuple[int, int, int, int] | None = None,
 ) -> list[Recognition | None]:
     """:func:`recognise` for several regions (of one or several images) with one classifier
-    forward pass for all of them: a batch of N costs much less than N passes on a CPU."""
+    forward pass for all of them: a batch of N costs much less than N passes on a CPU.
+    ``area``: the (x, y, w, h) part of the images that was watched (``--roi``), the only part
+    the object detector needs to look at; None: the whole image."""
     boxes: list[tuple[int, int, int, int] | None] = []
     for image_rgb, bbox, mask in regions:
         if image_rgb.ndim != 3 or image_rgb.shape[2] != 3 or image_rgb.dtype != np.uint8:
@@ -181,7 +186,7 @@ def recognise_many(
             )
         box = _clip_box(bbox, image_rgb.shape[1], image_rgb.shape[0])
         boxes.append(box if box is not None and min(box[2], box[3]) >= _MIN_SIDE else None)
-    detected = _detected(regions, boxes, min_confidence)
+    detected = _detected(regions, boxes, min_confidence, area)
     wanted = [
         (regions[i][0], box)
         for i, box in enumerate(boxes)
@@ -195,7 +200,10 @@ def recognise_many(
 
 
 def _detected(
-    regions: list[Region], boxes: list[tuple[int, int, int, int] | None], min_confidence: float
+    regions: list[Region],
+    boxes: list[tuple[int, int, int, int] | None],
+    min_confidence: float,
+    watched: tuple[int, int, int, int] | None = None,
 ) -> list[Recognition | None]:
     """The COCO detector's word for each region (analysis/detect.py), where one of its boxes
     is the changed thing: the box and the region's share most of the smaller of them. One
@@ -214,7 +222,9 @@ def _detected(
             out.append(None)
             continue
         if id(image) not in found:
-            found[id(image)] = default_detector().detect(image, min_score=_DETECTOR_LOW)
+            found[id(image)] = default_detector().detect(
+                image, region=watched, min_score=_DETECTOR_LOW
+            )
         area = image.shape[0] * image.shape[1]
         best: Recognition | None = None
         for d in found[id(image)]:
