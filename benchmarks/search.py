@@ -16,6 +16,8 @@ fast search is on a large report (not a test; issue 28).
 
 ``--reports DIR``: folders named after each clip's stem (``DIR/intel_car-detection``...);
 any that is missing is made there with ``spotdiff video`` (about 10 s a clip here).
+``--weights FILE``: the recall with another encoder file, e.g. the float32 export
+(``scripts/export_minilm.py --float32 --out /tmp/minilm_f32.npz``), to see what int8 costs.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ from pathlib import Path  # noqa: E402
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from spotdiff_cli.embed import default_encoder  # noqa: E402
+from spotdiff_cli.embed import MiniLM, default_encoder  # noqa: E402
 from spotdiff_cli.report.folder import load_report  # noqa: E402
 from spotdiff_cli.report.search import filters_from_flags, search  # noqa: E402
 from spotdiff_cli.report.summary import summarise  # noqa: E402
@@ -65,7 +67,7 @@ def reports_in(folder: Path) -> dict[str, Path]:
     return out
 
 
-def recall(folders: dict[str, Path]) -> None:
+def recall(folders: dict[str, Path], weights: Path | None = None) -> None:
     queries = json.loads((ANNOTATIONS / "search_queries.json").read_text())["queries"]
     reports = [load_report(folders[c]) for c in CLIPS]
     by_clip = {Path(r.data["sources"][0]["source"]).name: r for r in reports}
@@ -79,7 +81,7 @@ def recall(folders: dict[str, Path]) -> None:
                 stale.append(f"{q['query']!r}: {a['clip']} #{a['event']}")
     if stale:
         print("annotations no longer fit the reports (re-annotate):\n  " + "\n  ".join(stale))
-    encoder = default_encoder()
+    encoder = MiniLM(weights) if weights else default_encoder()
     modes = ("meaning", "filters", "both")
     scores: dict[str, dict[int, list[float]]] = {m: {1: [], 3: []} for m in modes}
     print(
@@ -232,10 +234,16 @@ def main() -> None:
     )
     parser.add_argument("--events", type=int, default=10_000)
     parser.add_argument("--skip-latency", action="store_true")
+    parser.add_argument(
+        "--weights",
+        type=Path,
+        help="another encoder file for the recall (scripts/export_minilm.py --float32: what "
+        "int8 costs)",
+    )
     args = parser.parse_args()
     if MEDIA.is_dir():
         folders = reports_in(args.reports)
-        recall(folders)
+        recall(folders, args.weights)
         counts(folders)
     else:
         print(f"{MEDIA} is absent: recall and counts skipped")
