@@ -126,9 +126,20 @@ class SceneObject:
         return f"{self.size} {self.colour} {self.material} {self.shape}"
 
 
-def _linear(rgb: np.ndarray) -> np.ndarray:
+def _linear_of(rgb: np.ndarray) -> np.ndarray:
     c = rgb.astype(np.float32) / 255.0
     return np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+
+
+# sRGB -> linear light of every 8-bit value: the same float32 values as computing each pixel
+# (2.4th powers of a 640x360 view took ~13 ms; the table look-up ~1.5 ms).
+_LINEAR_TABLE = _linear_of(np.arange(256, dtype=np.uint8))
+
+
+def _linear(rgb: np.ndarray) -> np.ndarray:
+    if rgb.dtype == np.uint8 and rgb.ndim in (2, 3):  # images; cv2 would shape 1-D as (N, 1)
+        return cv2.LUT(rgb, _LINEAR_TABLE)
+    return _linear_of(rgb)
 
 
 def _luminance(rgb: np.ndarray) -> np.ndarray:

@@ -58,13 +58,22 @@ def caption(
         STATE.error_exit = 2
     from .. import api
     from ..config import Settings, resolve
-    from ..report import report_to_dict, write_report
-    from .render import print_caption_report
 
     # The setting options reach config.resolve by their field names (cli/options.py).
     settings = resolve(Settings(), config, **given(ctx.params))
-    report = api.describe_pair(before, after, settings.analysis, settings.caption)
-    written = [str(p) for p in write_report(report, out, overwrite=overwrite)] if out else None
+    describer = api.PairDescriber(settings.analysis, settings.caption)
+    # The recognisers load on another core while this thread imports the rest, reads the
+    # images and analyses them (api.describe_pair would start them only once the images are in).
+    describer.warm_up()
+    from ..report.compose import report_to_dict
+    from .render import print_caption_report
+
+    report = describer.describe(before, after)
+    written = None
+    if out:
+        from ..report import write_report  # the HTML page's templates load only for --out
+
+        written = [str(p) for p in write_report(report, out, overwrite=overwrite)]
     data = report_to_dict(report)
     if as_json:
         typer.echo(json.dumps(data, indent=2, ensure_ascii=False))

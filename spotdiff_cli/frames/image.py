@@ -88,7 +88,7 @@ def load_image(path: str | Path) -> np.ndarray:
     viewer shows); 16-bit images keep their top 8 bits.
     Raises InputError (one line, naming the file) for missing, unreadable or unsafe files.
     """
-    from PIL import ImageOps, UnidentifiedImageError
+    from PIL import UnidentifiedImageError
 
     path = Path(path)
     if not path.exists():
@@ -102,8 +102,7 @@ def load_image(path: str | Path) -> np.ndarray:
         raise InputError(f"{path} {not_a_file_hint(odd)}")
     try:
         with open_checked(path) as img:
-            # In place: exif_transpose otherwise returns a copy even of an upright image.
-            ImageOps.exif_transpose(img, in_place=True)
+            _upright(img)
             return _to_rgb8(img)
     except InputError:
         raise
@@ -115,6 +114,21 @@ def load_image(path: str | Path) -> np.ndarray:
         raise InputError(
             f"{path}: cannot read image ({exc}); the file may be truncated or corrupt"
         ) from exc
+
+
+# EXIF orientations that turn or mirror the image (1 is upright).
+_TURNED = frozenset(range(2, 9))
+
+
+def _upright(img) -> None:  # img: PIL.Image.Image
+    """Turn ``img`` upright per its EXIF orientation, in place (``ImageOps.exif_transpose``
+    otherwise returns a copy even of an upright image). ImageOps (and the palette modules it
+    brings, ~15 ms of a caption's start) is imported only for an image that needs turning."""
+    img.load()
+    if img.getexif().get(0x0112, 1) in _TURNED:  # 0x0112: Orientation
+        from PIL import ImageOps
+
+        ImageOps.exif_transpose(img, in_place=True)
 
 
 def _to_rgb8(img) -> np.ndarray:  # img: PIL.Image.Image
