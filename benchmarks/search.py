@@ -59,8 +59,8 @@ def reports_in(folder: Path) -> dict[str, Path]:
         if not (target / "timeline.json").is_file():
             print(f"making {target} ...", flush=True)
             subprocess.run(
-                [str(SPOTDIFF), "video", str(MEDIA / clip), "--every", "1s", "-o", str(target),
-                 "--overwrite", "-q"],
+                [str(SPOTDIFF), "-q", "video", str(MEDIA / clip), "--every", "1s", "-o",
+                 str(target), "--overwrite"],
                 check=True,
             )  # fmt: skip
         out[clip] = target

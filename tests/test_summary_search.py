@@ -389,6 +389,7 @@ def test_search_command_lists_ranked_events_with_pictures_and_anchors(night):
         (("summary", "{future}"), "spotdiff.timeline/9"),
         (("search", "{night}", "a car", "--colour", "mauve"), "--colour 'mauve'"),
         (("search", "{night}", "a car", "--rank", "magic"), "--rank 'magic'"),
+        (("search", "{night}", "a car", "--kind", "parkd"), "did you mean 'parked'"),
         (("search", "{night}", "a car", "--after", "soon"), "--after"),
         (("search", "{night}", "a car", "--limit", "0"), "--limit"),
         (("search", "{night}", ""), "give a QUERY"),

@@ -567,6 +567,7 @@ def search(
     """
     if mode not in MODES:
         raise UsageError(f"mode must be one of {', '.join(MODES)}, not {mode!r}")
+    _check_kinds(flags.kinds, reports)
     parsed, meaning_text = parse_query(query)
     hard = merge(flags, parsed) if mode != "meaning" else flags
     soft = parsed if mode != "meaning" else Filters()
@@ -609,6 +610,32 @@ def search(
             )
     hits.sort(key=lambda h: -h.score)  # stable: equal scores keep report and time order
     return hits[:limit] if limit is not None else hits
+
+
+# The kinds the timeline writes (events and the sentences inside them); a report may hold more.
+KINDS = {
+    "appeared", "disappeared", "moved", "changed", "colour", "material", "lighting", "camera",
+    "scene", "no_change", "visited", "passed", "parked", "arrived", "left", "present", "stayed",
+}  # fmt: skip
+
+
+def _check_kinds(kinds: Iterable[str], reports: Sequence[ReportFolder]) -> None:
+    """A --kind no report could hold is a typo: say so, with the closest kind, rather than list
+    nothing."""
+    import difflib
+
+    known = set(KINDS)
+    for report in reports:
+        for s in report.data.get("sources") or []:
+            for e in s.get("events") or []:
+                known |= _kinds(e)
+    for kind in kinds:
+        if kind not in known:
+            close = difflib.get_close_matches(kind, sorted(known), n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            raise UsageError(
+                f"--kind {kind!r} is no kind of event{hint} (kinds: {', '.join(sorted(KINDS))})"
+            )
 
 
 def filters_from_flags(
