@@ -335,13 +335,27 @@ _NET_LOCK = threading.Lock()
 
 
 def warm_up() -> None:
-    """Load the classifier and the people detector and run one forward pass (its first one
-    allocates ~60 ms of buffers), so the first real region is fast. Idempotent: the work is
-    done once per process, however often this is called."""
+    """Load the object detector, the classifier and the people detector, and run one forward
+    pass of each network (the first one sets it up: ~50 ms for the detector, ~20 ms for the
+    classifier), so the first real region is fast. Idempotent: the work is done once per
+    process, however often this is called."""
     global _warm
     with _WARM_LOCK:
         if _warm:
             return
+        # OpenCV builds its 8-bit Lab tables on the first RGB->Lab conversion (~30 ms idle, 80
+        # on a busy machine); the analysis (the floor test) and the colour words need them soon.
+        # Should the analysis get there while they are being built, it builds them too: OpenCV
+        # writes the same final values into the same tables (and swaps in fully built ones), so
+        # results cannot differ; it only costs the time the warm-up meant to save.
+        cv2.cvtColor(np.zeros((1, 1, 3), np.uint8), cv2.COLOR_RGB2LAB)
+        # Then the detector: recognise_many asks it before the classifier. Its first pass sets
+        # the network up (~50 ms, whatever the input size); a pass at a new input size costs
+        # ~50 ms more once. A 64x64 blank costs only the set-up, which every later size shares,
+        # so a watched region's smaller input gains as much as a whole frame.
+        from .detect import default_detector
+
+        default_detector().detect(np.zeros((64, 64, 3), np.uint8))
         _hog()
         net = _classifier_net()
         with _NET_LOCK:
