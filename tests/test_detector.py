@@ -24,7 +24,7 @@ EMPTY_FRAME = 480  # the same room with nobody in it
 def _outputs(
     hits: dict[int, list[tuple[int, int, dict[int, float]]]],
     classes: int = 80,
-    size: int = D.INPUT_SIZE,
+    size: int | tuple[int, int] = D.INPUT_SIZE,
 ) -> list[np.ndarray]:
     """Synthetic head outputs [cls_8, cls_16, cls_32, dist_8, dist_16, dist_32] (batch 1).
 
@@ -35,7 +35,8 @@ def _outputs(
     """
     cls_out, dist_out = [], []
     for stride in D.STRIDES:
-        n = (size // stride) ** 2
+        h, w = (size, size) if isinstance(size, int) else size
+        n = (h // stride) * (w // stride)
         scores = np.full((1, n, classes), 0.01, np.float32)
         dists = np.zeros((1, n, 4, D.REG_MAX + 1), np.float32)
         for cell, cls, sides in hits.get(stride, []):
@@ -108,18 +109,26 @@ class _FakeNet(D.ObjectDetector):
 
 
 def test_letterbox_is_undone():
-    # An 832×468 image scales by 1/2 to 416×234, centred: 91 px of black above and below.
-    # Cell (column 7, row 10) of stride 16 has its centre at (120, 168); the box is input
-    # (72, 136)-(184, 184), i.e. image ((72, 136 - 91) · 2, (184, 184 - 91) · 2).
-    outs = _outputs({16: [(10 * 26 + 7, 0, {0: 3, 1: 2, 2: 4, 3: 1})]})
+    # An 832×468 image scales by 1/2 to 416×234, on a 416×256 canvas (each side rounded up to
+    # the stride 32, not the whole 416 square): 11 px of black above, 11 below. Cell (column 7,
+    # row 10) of stride 16 (a 26×16 grid) has its centre at (120, 168); the box is input
+    # (72, 136)-(184, 184), i.e. image ((72, 136 - 11) · 2, (184, 184 - 11) · 2).
+    outs = _outputs({16: [(10 * 26 + 7, 0, {0: 3, 1: 2, 2: 4, 3: 1})]}, size=(256, 416))
     det = _FakeNet(outs)
     image = np.zeros((468, 832, 3), np.uint8)
     [found] = det.detect(image)
-    assert found.box == (144, 90, 224, 96) and found.label == "person"
+    assert found.box == (144, 250, 224, 96) and found.label == "person"
     blob = det.blobs[0]
-    assert blob.shape == (1, 3, 416, 416) and blob.dtype == np.float32
+    assert blob.shape == (1, 3, 256, 416) and blob.dtype == np.float32
     black = (0 - D.MEAN_BGR) / D.STD_BGR
     np.testing.assert_allclose(blob[0, :, 0, 0], black, rtol=1e-6)  # the border is black
+
+
+def test_the_square_letterbox_is_still_there():
+    canvas, placed = D.letterbox(np.zeros((468, 832, 3), np.uint8), 416)
+    assert canvas.shape == (416, 416, 3) and (placed.pad_x, placed.pad_y) == (0, 91)
+    canvas, placed = D.letterbox(np.zeros((468, 832, 3), np.uint8), 416, square=False)
+    assert canvas.shape == (256, 416, 3) and (placed.pad_x, placed.pad_y) == (0, 11)
 
 
 def test_channel_order():

@@ -8,10 +8,13 @@ onnxruntime, and ``cv2.dnn`` reproduces onnxruntime's outputs on this graph to ~
 
 The network, as checked on the converted graph (``convert_nanodet.py`` asserts the shapes):
 
-- input ``input``: 1×3×416×416 float32, **BGR**, ``(x - [103.53, 116.28, 123.675]) /
-  [57.375, 57.12, 58.395]``. The image is letterboxed (scaled to fit, centred, black borders, as
-  NanoDet's own ``keep_ratio`` pipeline): stretching a 16:9 frame to a square loses people.
-- outputs, per stride s in (8, 16, 32), over the N = (416/s)² cells in row-major order (x fastest):
+- input ``input``: 1×3×H×W float32 (416×416 as converted; the graph is fully convolutional,
+  so any multiple of 32 works), **BGR**, ``(x - [103.53, 116.28, 123.675]) /
+  [57.375, 57.12, 58.395]``. The image is letterboxed (scaled to fit 416, centred, black
+  borders, as NanoDet's own ``keep_ratio`` pipeline): stretching a 16:9 frame to a square loses
+  people. A frame's canvas is only as tall as the scaled frame needs (416×256 for 16:9, the
+  rectangular inference of YOLOv5's val), 0.6 of the square's pass at the same scale.
+- outputs, per stride s in (8, 16, 32), over the N = (H/s)·(W/s) cells in row-major order (x fastest):
   ``cls_{s}``: 1×N×80 class scores, already through a sigmoid; ``dist_{s}``: 1×N×44 box
   distributions: four sides (left, top, right, bottom) × 11 bins of logits. The distance of each side
   from the cell centre ((col + 0.5)·s, (row + 0.5)·s) is the softmax's expectation over bins 0..10,
@@ -19,7 +22,7 @@ The network, as checked on the converted graph (``convert_nanodet.py`` asserts t
 
 Detections below ``min_score`` are dropped before the boxes are decoded, then non-maximum suppression
 runs per class (``cv2.dnn.NMSBoxes``). Loading takes ~0.1 s once per process
-(:func:`default_detector`); a 1280×720 frame costs one 416×416 forward pass (timings in
+(:func:`default_detector`); a 1280×720 frame costs one 416×256 forward pass (timings in
 ``weights/README.md``). ``cv2.dnn.Net`` is not thread-safe: one detector serialises its calls with a
 lock.
 """
@@ -128,16 +131,25 @@ class Letterbox:
         return (boxes - offset) / scale
 
 
-def letterbox(image_bgr: np.ndarray, size: int = INPUT_SIZE) -> tuple[np.ndarray, Letterbox]:
-    """Scale ``image_bgr`` (H, W, 3) to fit a ``size``×``size`` canvas, keeping its aspect ratio,
-    centred on black. Returns the (size, size, 3) canvas and the placement."""
+def letterbox(
+    image_bgr: np.ndarray, size: int = INPUT_SIZE, *, square: bool = True
+) -> tuple[np.ndarray, Letterbox]:
+    """Scale ``image_bgr`` (H, W, 3) to fit a ``size``×``size`` square, keeping its aspect
+    ratio, centred on black. Returns the canvas and the placement.
+
+    square: the canvas is the whole square. False: only as much of it as the scaled image
+    needs, each side rounded up to the coarsest stride (NanoDet is fully convolutional): a
+    16:9 frame at 416 is then 416×256, not 416×416 of which 44 % is black border - the same
+    pixels per object for 0.6 of the pass."""
     h, w = image_bgr.shape[:2]
     scale = min(size / w, size / h)
     nw, nh = max(1, round(w * scale)), max(1, round(h * scale))
     interp = cv2.INTER_AREA if scale < 1 else cv2.INTER_LINEAR
     resized = cv2.resize(image_bgr, (nw, nh), interpolation=interp)
-    px, py = (size - nw) // 2, (size - nh) // 2
-    canvas = np.zeros((size, size, 3), np.uint8)
+    stride = STRIDES[-1]
+    cw, ch = (size, size) if square else (-(-nw // stride) * stride, -(-nh // stride) * stride)
+    px, py = (cw - nw) // 2, (ch - nh) // 2
+    canvas = np.zeros((ch, cw, 3), np.uint8)
     canvas[py : py + nh, px : px + nw] = resized
     return canvas, Letterbox(scale_x=nw / w, scale_y=nh / h, pad_x=px, pad_y=py)
 
@@ -147,31 +159,34 @@ def decode(
     dists: Sequence[np.ndarray],
     *,
     strides: Sequence[int] = STRIDES,
-    input_size: int = INPUT_SIZE,
+    input_size: int | tuple[int, int] = INPUT_SIZE,
     min_score: float = DEFAULT_MIN_SCORE,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Turn the raw head outputs into candidate boxes in network-input pixels (before NMS).
 
     Args:
-        scores: per stride, (N, C) or (1, N, C) class scores in [0, 1], N = (input_size/stride)²
-            cells in row-major order.
+        scores: per stride, (N, C) or (1, N, C) class scores in [0, 1], N = (H/stride)·(W/stride)
+            cells in row-major order (x fastest).
         dists: per stride, (N, 4·(REG_MAX+1)) or (1, N, ...) logits: left, top, right, bottom
             distance distributions, each over bins 0..REG_MAX (in strides).
+        input_size: the network input's side, or its (H, W) for a rectangular canvas.
         min_score: cells whose best class scores less are dropped.
 
     Returns:
         ``boxes`` (K, 4) float32 x0, y0, x1, y1 (not clipped); ``scores`` (K,) float32; ``classes``
         (K,) int64: one candidate per (cell, class) pair at or above ``min_score``.
     """
+    height, width = (input_size, input_size) if isinstance(input_size, int) else input_size
     all_boxes, all_scores, all_classes = [], [], []
     bins = np.arange(REG_MAX + 1, dtype=np.float32)
     for score, dist, stride in zip(scores, dists, strides, strict=True):
         score = score.reshape(-1, score.shape[-1])
         dist = dist.reshape(score.shape[0], 4, REG_MAX + 1)
-        side = input_size // stride
-        if score.shape[0] != side * side:
+        rows, cols = height // stride, width // stride
+        if score.shape[0] != rows * cols:
             raise ModelError(
-                f"detector output for stride {stride} has {score.shape[0]} cells, expected {side}²"
+                f"detector output for stride {stride} has {score.shape[0]} cells, "
+                f"expected {rows}×{cols}"
             )
         cells, classes = np.nonzero(score >= min_score)
         if cells.size == 0:
@@ -181,8 +196,8 @@ def decode(
         p = np.exp(logits)
         p /= p.sum(axis=2, keepdims=True)
         ltrb = (p @ bins) * stride  # (K, 4) distances in input pixels
-        cx = (cells % side + 0.5) * stride
-        cy = (cells // side + 0.5) * stride
+        cx = (cells % cols + 0.5) * stride
+        cy = (cells // cols + 0.5) * stride
         all_boxes.append(
             np.stack([cx - ltrb[:, 0], cy - ltrb[:, 1], cx + ltrb[:, 2], cy + ltrb[:, 3]], axis=1)
         )
@@ -350,13 +365,19 @@ class ObjectDetector:
         ]
 
     def _detect(self, crop: np.ndarray, order: str, size: int, min_score: float) -> list[Detection]:
-        """One forward pass over ``crop`` on a ``size`` canvas: boxes in crop pixels."""
+        """One forward pass over ``crop``, fitted into a ``size`` square (the canvas only as
+        large as the scaled crop needs): boxes in crop pixels."""
         bgr = crop if order == "bgr" else cv2.cvtColor(crop, cv2.COLOR_RGB2BGR)
-        canvas, lb = letterbox(bgr, size)
+        # A frame at the full size goes on a canvas just its shape (0.6 of the square's
+        # pass for 16:9); a small region keeps the square: on its 224×160 rectangle NanoDet
+        # called one of the motorway ROI's eight cars a person, on the 224 square none.
+        canvas, lb = letterbox(bgr, size, square=size < self.input_size)
         blob = ((canvas.astype(np.float32) - MEAN_BGR) / STD_BGR).transpose(2, 0, 1)[None]
         outs = self._forward(np.ascontiguousarray(blob))
         n = len(STRIDES)
-        boxes, scores, classes = decode(outs[:n], outs[n:], input_size=size, min_score=min_score)
+        boxes, scores, classes = decode(
+            outs[:n], outs[n:], input_size=canvas.shape[:2], min_score=min_score
+        )
         if len(scores) == 0:
             return []
         boxes = lb.to_image(boxes)
@@ -375,7 +396,7 @@ class ObjectDetector:
         return result
 
     def _forward(self, blob: np.ndarray) -> list[np.ndarray]:
-        """(1, 3, 416, 416) float32 -> [cls_8, cls_16, cls_32, dist_8, dist_16, dist_32]."""
+        """(1, 3, H, W) float32 -> [cls_8, cls_16, cls_32, dist_8, dist_16, dist_32]."""
         with self._lock:
             before = cv2.getNumThreads()
             if self.threads is not None:
