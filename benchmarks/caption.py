@@ -7,23 +7,26 @@ and one warm pair of 720p frames in a long-lived process.
 (the README's Quick start) from interpreter start to exit, ``--runs`` times, next to two floors
 measured in the same rounds - ``python -c pass`` and ``python -c "import cv2, numpy"``, what any
 Python tool built on OpenCV pays before its first line - so a busy machine slows all rows alike.
-Rows run round-robin; the medians of wall and CPU (user + sys, all threads) seconds are shown.
+Rows run round-robin; shown are the median and the least wall seconds, the median CPU seconds
+(user + sys, all threads) and the main thread's CPU seconds - what an idle machine's wall time
+comes near when the background loading (recognise.warm_up) keeps off the main thread's way.
 Bytecode is cached (in a temporary ``PYTHONPYCACHEPREFIX``, one unmeasured run first), as in an
 installed package; ``--no-pyc`` measures a checkout run with ``PYTHONDONTWRITEBYTECODE=1``, which
 compiles every spotdiff module on every start.
 
 **Warm pair**: six 1280x720 pairs of the DVR-Scan traffic clip (frames N and N+30;
 ../shared/media/dvrscan_traffic_camera.mp4) described by one ``PairDescriber`` after one
-unmeasured pass over all of them; then each pair ``--repeat`` times. Shown: the median per pair,
-and per stage the medians of the report's own timings (resize, align, mask, cluster, camera,
+unmeasured pass over all of them; then each pair ``--repeat`` times. Shown: the median per pair
+(wall, and the process's CPU seconds over all threads), and per stage the medians of the report's own timings (resize, align, mask, cluster, camera,
 describe) and, from a separate pass with the library's functions wrapped in timers, the parts of
 describe: reading the clusters (colour, event), the detector (NanoDet, one forward pass per
 image), the classifier (efficientnet-lite0, one batch) and the rest (HOG, sentences). A fixed
 OpenCV workload (a 5x5 blur of a 720p frame, 20 times) is timed in the same process as a gauge
 of how busy the machine was.
 
-``--before PATH`` measures another checkout (``git worktree add``) in the same rounds, for a
-before/after ratio taken under the same load.
+``--before PATH`` measures another checkout (``git worktree add``): in the same rounds for the
+whole process, one after the other for the warm pairs (compare their gauges); the warm pairs'
+sentences are compared too.
 """
 
 from __future__ import annotations
@@ -83,16 +86,18 @@ def gauge():
 describer = PairDescriber()
 for a, b in pairs:
     describer.describe(a, b)
-gauges, per_pair, stages, sentences = [gauge()], [], {}, []
+gauges, per_pair, cpu_per_pair, stages, sentences = [gauge()], [], [], {}, []
 for a, b in pairs:
-    times = []
+    times, cpus = [], []
     for _ in range(repeat):
-        t = time.perf_counter()
+        c, t = time.process_time(), time.perf_counter()
         report = describer.describe(a, b)
         times.append(time.perf_counter() - t)
+        cpus.append(time.process_time() - c)
         for k, v in report.timings.items():
             stages.setdefault(k, []).append(v)
     per_pair.append(statistics.median(times))
+    cpu_per_pair.append(statistics.median(cpus))
     sentences.append([s.text for s in report.sentences])
 gauges.append(gauge())
 
@@ -125,6 +130,7 @@ parts["sentences, colours"] = describe_total / n - parts["read clusters"] - part
 print(json.dumps({
     "size": size,
     "per_pair": per_pair,
+    "cpu_per_pair": cpu_per_pair,
     "stages": {k: statistics.median(v) for k, v in stages.items()},
     "describe_parts": parts,
     "gauge": statistics.median(gauges),
@@ -234,7 +240,8 @@ def warm_pairs(trees: list[tuple[str, Path]], repeat: int) -> None:
         ms = [1000 * t for t in r["per_pair"]]
         print(
             f"warm pair, {r['size']}, {len(ms)} pairs x {repeat}, {label}: median "
-            f"{statistics.median(ms):.0f} ms per pair (pairs {min(ms):.0f}-{max(ms):.0f} ms); "
+            f"{statistics.median(ms):.0f} ms per pair (pairs {min(ms):.0f}-{max(ms):.0f} ms), "
+            f"CPU {1000 * statistics.median(r['cpu_per_pair']):.0f} ms (all threads); "
             f"gauge {1000 * r['gauge']:.1f} ms"
         )
         stages = r["stages"]

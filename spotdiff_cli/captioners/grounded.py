@@ -100,11 +100,12 @@ def _crop_box(
     return max(0, x - pad), max(0, y - pad), min(width, x + w + pad), min(height, y + h + pad)
 
 
-def _lab_stats(lab: np.ndarray, sel: np.ndarray) -> tuple[np.ndarray, float]:
+def _lab_median(lab: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """The median Lab colour of the ``sel`` pixels of ``lab`` (zeros when there are none)."""
     pixels = lab[sel]
     if pixels.shape[0] == 0:
-        return np.zeros(3), 0.0
-    return np.median(pixels, axis=0), float(pixels[:, 0].std())
+        return np.zeros(3)
+    return np.median(pixels, axis=0)
 
 
 def _inpaint_residual(crop: np.ndarray, region: np.ndarray) -> tuple[float, np.ndarray]:
@@ -186,7 +187,8 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
     object_a = _object_pixels(errors_a, region)
     lab_b = cv2.cvtColor(crop_b, cv2.COLOR_RGB2LAB).astype(np.float32)
     lab_a = cv2.cvtColor(crop_a, cv2.COLOR_RGB2LAB).astype(np.float32)
-    med_b, med_a = _lab_stats(lab_b, object_b)[0], _lab_stats(lab_a, object_a)[0]
+    med_b, med_a = _lab_median(lab_b, object_b), _lab_median(lab_a, object_a)
+    measured_b, measured_a = object_b, object_a  # the reading reuses these medians
     grey_b = cv2.cvtColor(crop_b, cv2.COLOR_RGB2GRAY)
     grey_a = cv2.cvtColor(crop_a, cv2.COLOR_RGB2GRAY)
     near = cv2.dilate(region.astype(np.uint8), np.ones((7, 7), np.uint8)) > 0
@@ -223,8 +225,8 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
         contrast_after=c_after,
         colour_before=colour_name(crop_b[object_b]),
         colour_after=colour_name(raw_after[object_a]),
-        lab_before=_lab_stats(lab_b, object_b)[0],
-        lab_after=_lab_stats(lab_a, object_a)[0],
+        lab_before=med_b if object_b is measured_b else _lab_median(lab_b, object_b),
+        lab_after=med_a if object_a is measured_a else _lab_median(lab_a, object_a),
         box_before=box_before,
         box_after=box_after,
     )
@@ -288,8 +290,8 @@ class _Split:
         small, big = sorted((int(self.vacated.sum()), int(self.occupied.sum())))
         if small < _MIN_PART or big > _MOVE_SIZE_RATIO * small:
             return False
-        paint_b = _lab_stats(lab_b, self.vacated)[0]
-        paint_a = _lab_stats(lab_a, self.occupied)[0]
+        paint_b = _lab_median(lab_b, self.vacated)
+        paint_a = _lab_median(lab_a, self.occupied)
         if not _same_hue(paint_b, paint_a):
             return False
         # Greys have only their lightness to go by (a chromatic object's shading and shadow
