@@ -171,6 +171,22 @@ def test_nothing_happened_is_said_and_unusual_things_are_named(tmp_path):
     assert "A long lighting change: 3 min from 00:00:20" in text
 
 
+def test_a_live_report_tells_wall_clock_times_and_that_it_is_not_finished():
+    live = [
+        event(i, t, t + 5, "a person walked through", "passed", "person",
+              wall=f"2026-11-25T22:{t // 60:02d}:{t % 60:02d}+00:00")
+        for i, t in enumerate((100, 110, 200), 1)
+    ]  # fmt: skip
+    data = timeline(live)
+    data["sources"][0]["complete"] = False
+    claims = summarise([("live", data)]).sources[0].claims
+    text = " ".join(c.text for c in claims)
+    # The window of the most events (90-120 s of the stream), on the wall clock.
+    assert "between 22:01:30 and 22:02:00" in text, text
+    assert "Every stay lasted 5 s" in text
+    assert "The run had not finished" in text
+
+
 def test_activity_in_a_quiet_hour_is_unusual_over_a_folder_of_nights():
     busy = [
         event(i, i * 60, i * 60 + 30, "a person walked through", "passed", "person",

@@ -229,11 +229,13 @@ def _visits(out: SourceSummary, tracked: list[dict[str, Any]], refs: Callable) -
     still = " and still there at the end" if e["kind"] in ("arrived", "parked") else ""
     text = f"The longest stay: {who}, {_duration(lengths[longest])} from {_when(e)}{still}."
     if len(stays) > 2:
-        text = (
+        spread = (
             f"Stays lasted {_duration(min(lengths))} to {_duration(max(lengths))} "
-            f"(median {_duration(statistics.median(lengths))}); the longest: {who} from "
-            f"{_when(e)} to {_when(e, end=True)}{still}."
+            f"(median {_duration(statistics.median(lengths))})"
+            if _duration(min(lengths)) != _duration(max(lengths))
+            else f"Every stay lasted {_duration(max(lengths))}"
         )
+        text = f"{spread}; the longest: {who} from {_when(e)} to {_when(e, end=True)}{still}."
     out.claims.append(Claim("visits", text, refs([e])))
 
 
@@ -284,14 +286,17 @@ def _busiest(
     if n < 2:
         return
     inside = [e for e in events if int(_seen(e)[0] // width) == top]
+    span = f"between {_clock(top * width)} and {_clock((top + 1) * width)}"
+    wall = inside[0].get("wall_start")
+    if wall:  # a live stream: the window on the wall clock
+        offset = top * width - _seen(inside[0])[0]
+        span = f"between {_wall_plus(wall, offset)} and {_wall_plus(wall, offset + width)}"
     out.claims.append(
         Claim(
             "busiest",
-            f"Never more than one followed object in view at once; the most events ({n}) "
-            f"between {_clock(top * width)} and {_clock((top + 1) * width)}."
+            f"Never more than one followed object in view at once; the most events ({n}) {span}."
             if tracked
-            else f"Most activity between {_clock(top * width)} and {_clock((top + 1) * width)}: "
-            f"{n} events.",
+            else f"Most activity {span}: {n} events.",
             refs(inside),
         )
     )
@@ -391,6 +396,8 @@ def _unusual(
         out.claims.append(Claim("unusual", f"The light changed {times}.", refs(lighting)))
     if s.get("error") and events:
         out.claims.append(Claim("unusual", f"The run stopped early: {s['error']}."))
+    elif not s.get("complete", True):  # a live or interrupted run: more may come
+        out.claims.append(Claim("unusual", "The run had not finished when this was written."))
     if hours:
         busiest = max(hours.values())
         if busiest >= QUIET_MIN_BUSIEST:
