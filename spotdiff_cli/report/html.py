@@ -130,7 +130,12 @@ def timeline_page(data: dict[str, Any], out: Path) -> bytes:
             for s in summary.sources
             if s.claims
         ],
-        overall=paragraph_parts(summary.overall, lambda r: f"#{r.anchor}"),
+        # The totals sum the paragraphs above, whose links they would repeat (ambiguously: two
+        # sources both have a #1).
+        overall=[
+            {**part, "links": [], "more": 0}
+            for part in paragraph_parts(summary.overall, lambda r: f"#{r.anchor}")
+        ],
         complete=data["complete"],
         sources=sources,
         chips=_chips([(e["kind"], e["noun"]) for e in events]),
