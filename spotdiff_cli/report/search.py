@@ -351,7 +351,8 @@ def _place(words: str) -> str:
 
 
 def merge(flags: Filters, parsed: Filters) -> Filters:
-    """The query's times join the flags' (the tighter bound wins where both give one)."""
+    """The query's times join the flags' (a flag's bound wins where both give one: it was
+    typed on purpose, the query's may be a phrase read as a time)."""
     return replace(
         flags,
         after=flags.after or parsed.after,
@@ -530,11 +531,6 @@ def text_vectors(report: ReportFolder, texts: list[str], encoder: Encoder) -> np
     matrix = np.stack([known[t] for t in texts]) if texts else np.zeros((0, 384), np.float32)
     _write_index(report, encoder.fingerprint, texts, matrix)
     return matrix.astype(np.float32)
-
-
-def ensure_index(report: ReportFolder, encoder: Encoder) -> np.ndarray:
-    """Index a report now (``spotdiff search`` does it on first use)."""
-    return text_vectors(report, _report_texts(report)[0], encoder)
 
 
 def _report_texts(report: ReportFolder) -> tuple[list[str], list[_Row]]:
