@@ -213,7 +213,7 @@ def _detected(
     decide, as before). With a mask, the detected thing must hold at least half of the changed
     pixels, as HOG's person must: a bag that changed beside a person standing still is no
     person."""
-    from .detect import CAR_SIZE, NOUNS, TOP_VIEW_CAR, default_detector
+    from .detect import CAR_SIZE, NOUNS, TOP_VIEW_CAR
 
     found: dict[int, list] = {}
     out: list[Recognition | None] = []
@@ -222,9 +222,7 @@ def _detected(
             out.append(None)
             continue
         if id(image) not in found:
-            found[id(image)] = default_detector().detect(
-                image, region=watched, min_score=_DETECTOR_LOW
-            )
+            found[id(image)] = detect_for_naming(image, watched)
         area = image.shape[0] * image.shape[1]
         best: Recognition | None = None
         for d in found[id(image)]:
@@ -244,6 +242,30 @@ def _detected(
                 best = Recognition(noun, d.score, "detector")
         out.append(best)
     return out
+
+
+def detect_for_naming(image: np.ndarray, watched: tuple[int, int, int, int] | None = None) -> list:
+    """The detector's answer that naming a changed region of ``image`` ((H, W, 3) uint8 RGB)
+    uses: its objects in the ``watched`` (x, y, w, h) box, or the whole image. The video
+    pipeline asks this ahead, on its own thread, for each pair it analysed, so that the
+    captions find the answer ready (``ObjectDetector`` keeps the last few)."""
+    from .detect import default_detector
+
+    return default_detector().detect(image, region=watched, min_score=_DETECTOR_LOW)
+
+
+def watched_area(valid: np.ndarray) -> tuple[int, int, int, int] | None:
+    """The (x, y, w, h) box of a pair's compared area (``Analysis.valid``, (H, W) bool) when a
+    ``--roi`` or mask made it a part of the frame; None for the whole frame. The detector then
+    looks at that part only: a 105x63 box of a motorway costs a tenth of a pass over the
+    frame."""
+    rows, cols = np.flatnonzero(valid.any(axis=1)), np.flatnonzero(valid.any(axis=0))
+    h, w = valid.shape
+    if rows.size == 0:
+        return None
+    box = (int(cols[0]), int(rows[0]), int(cols[-1] - cols[0] + 1), int(rows[-1] - rows[0] + 1))
+    # A fixed camera's shift leaves a border of a few pixels: that is still the whole frame.
+    return None if box[2] * box[3] >= 0.8 * h * w else box
 
 
 def _holds_changes(box: tuple[int, int, int, int], mask: np.ndarray) -> bool:

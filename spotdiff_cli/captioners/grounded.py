@@ -375,7 +375,7 @@ def _recognise(analysis: Analysis, readings: list[Reading], hints: tuple[Hint, .
             todo.append(reading)
     if not todo:
         return
-    from ..analysis.recognise import recognise_many
+    from ..analysis.recognise import recognise_many, watched_area
 
     regions = [
         (
@@ -385,27 +385,11 @@ def _recognise(analysis: Analysis, readings: list[Reading], hints: tuple[Hint, .
         )
         for r in todo
     ]
-    for reading, found in zip(todo, recognise_many(regions, area=_watched_area(analysis))):
+    for reading, found in zip(todo, recognise_many(regions, area=watched_area(analysis.valid))):
         if found is not None:
             reading.noun = found.noun
             reading.recognised_by = found.source
             reading.recognition_confidence = found.confidence
-
-
-def _watched_area(analysis: Analysis) -> tuple[int, int, int, int] | None:
-    """The (x, y, w, h) box of the area the analysis compared, when a ``--roi`` or mask made it
-    a part of the frame (None: the whole frame). The detector then looks at that part only: a
-    105x63 box of a motorway costs a tenth of a pass over the frame."""
-    rows, cols = (
-        np.flatnonzero(analysis.valid.any(axis=1)),
-        np.flatnonzero(analysis.valid.any(axis=0)),
-    )
-    h, w = analysis.valid.shape
-    if rows.size == 0:
-        return None
-    box = (int(cols[0]), int(rows[0]), int(cols[-1] - cols[0] + 1), int(rows[-1] - rows[0] + 1))
-    # A fixed camera's shift leaves a border of a few pixels: that is still the whole frame.
-    return None if box[2] * box[3] >= 0.8 * h * w else box
 
 
 def _pair_moves(readings: list[Reading]) -> list[tuple[Reading, Reading]]:

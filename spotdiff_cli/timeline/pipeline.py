@@ -584,12 +584,19 @@ class _SourceRun:
         """The detector's passes one stage ahead of the captions, on a thread of their own
         (``ObjectWatcher.look_ahead``): on the room clip a pass costs three times a sample's
         captions, and done here it overlaps them instead of following them."""
+        # Only the grounded captioner names changes with the detector (a learned model
+        # writes its own words).
+        names_by_detector = self.settings.caption.model == "grounded"
         with contextlib.closing(samples):  # type: ignore[arg-type]
             for sample in samples:
                 if not sample.replaying:
                     changed = sample.analysis is not None or sample.carried
                     self.objects.look_ahead(  # type: ignore[union-attr]
-                        sample.timestamp, sample.pixels, changed, self.looker.region
+                        sample.timestamp,
+                        sample.pixels,
+                        changed,
+                        self.looker.region,
+                        sample.analysis if names_by_detector else None,
                     )
                 yield sample
 
