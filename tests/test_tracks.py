@@ -176,3 +176,39 @@ def test_the_room_clip_tells_each_visit_as_one_person_event_with_its_path(tmp_pa
         assert (out / e["picture"]).is_file()
     (result,) = timeline_from_dict(data).values()
     assert result.events[0].track[0][0] == events[0]["track"][0][0]
+
+
+def test_the_look_ahead_changes_no_event_and_takes_the_passes_off_the_captions(monkeypatch):
+    """The detector's passes made ahead on their own thread (ObjectWatcher.look_ahead) only
+    make answers ready: the events are those of a run without it, and the captions' thread
+    makes few passes itself (it made every one before)."""
+    import threading
+
+    from conftest import media
+
+    from spotdiff_cli import api
+    from spotdiff_cli.analysis.detect import ObjectDetector
+    from spotdiff_cli.config import Settings, resolve
+
+    clip = media("intel_one-by-one-person-detection.mp4")
+    settings = resolve(Settings(), None, video={"every": "1s", "end": "30"})
+    passes: list[str] = []
+    real = ObjectDetector._detect
+
+    def counted(self, *args):
+        passes.append(threading.current_thread().name)
+        return real(self, *args)
+
+    monkeypatch.setattr(ObjectDetector, "_detect", counted)
+
+    def run() -> list[tuple]:
+        (result,) = api.describe_video([str(clip)], settings)
+        return [(e.start, e.end, e.kind, e.noun, e.text, e.track) for e in result.events]
+
+    ahead = run()
+    on_captions = passes.count("MainThread")
+    total = len(passes)
+    passes.clear()
+    monkeypatch.setattr(ObjectWatcher, "look_ahead", lambda self, *args: None)
+    assert run() == ahead and ahead
+    assert on_captions <= 0.2 * total and passes.count("MainThread") == len(passes)
