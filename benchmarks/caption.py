@@ -16,17 +16,18 @@ compiles every spotdiff module on every start.
 
 **Warm pair**: six 1280x720 pairs of the DVR-Scan traffic clip (frames N and N+30;
 ../shared/media/dvrscan_traffic_camera.mp4) described by one ``PairDescriber`` after one
-unmeasured pass over all of them; then each pair ``--repeat`` times. Shown: the median per pair
-(wall, and the process's CPU seconds over all threads), and per stage the medians of the report's own timings (resize, align, mask, cluster, camera,
-describe) and, from a separate pass with the library's functions wrapped in timers, the parts of
-describe: reading the clusters (colour, event), the detector (NanoDet, one forward pass per
-image), the classifier (efficientnet-lite0, one batch) and the rest (HOG, sentences). A fixed
-OpenCV workload (a 5x5 blur of a 720p frame, 20 times) is timed in the same process as a gauge
-of how busy the machine was.
+unmeasured pass over all of them; then each pair ``--repeat`` times.
+Shown: the median per pair (wall, and the process's CPU seconds over all threads), and per stage
+the medians of the report's own timings (resize, align, mask, cluster, camera, describe) and,
+from a separate pass with the library's functions wrapped in timers, the parts of describe:
+reading the clusters (colour, event), the detector (NanoDet, one forward pass per image), the
+classifier (efficientnet-lite0, one batch) and the rest (HOG, sentences). A fixed OpenCV
+workload (a 5x5 blur of a 720p frame, 20 times) is timed in the same process as a gauge of how
+busy the machine was.
 
-``--before PATH`` measures another checkout (``git worktree add``): in the same rounds for the
-whole process, one after the other for the warm pairs (compare their gauges); the warm pairs'
-sentences are compared too.
+``--before PATH`` measures another checkout (``git worktree add``) in the same rounds: the
+whole-process rows alternate run by run, the two trees' warm processes take turns pair by pair,
+and the warm pairs' sentences are compared.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import statistics
 import subprocess
 import sys
@@ -59,12 +61,15 @@ finally:
     sys.stderr.write(f"\\nmain-thread-cpu {time.thread_time()}\\n")
 """
 
-# A child process per tree, so that --before can import another revision's spotdiff_cli.
+# A long-lived child process per tree (so that --before can import another revision's
+# spotdiff_cli), answering one JSON line per command: "<i>" describes pair i once; "parts" runs
+# every pair once more with the library's stage functions wrapped in timers; "gauge" times a
+# fixed OpenCV workload.
 _WARM = r"""
-import json, statistics, sys, time
-import cv2, numpy as np
+import json, sys, time
+import cv2
 from spotdiff_cli.describer import PairDescriber
-media, clip, starts, gap, repeat = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4]), int(sys.argv[5])
+media, clip, starts, gap = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
 cap = cv2.VideoCapture(f"{media}/{clip}")
 frames = {}
 for index in sorted({i for s in starts for i in (s, s + gap)}):
@@ -74,68 +79,64 @@ for index in sorted({i for s in starts for i in (s, s + gap)}):
         raise SystemExit(f"{clip}: no frame {index}")
     frames[index] = cv2.cvtColor(image, cv2.COLOR_BGR2RGB)
 pairs = [(frames[s], frames[s + gap]) for s in starts]
-size = f"{pairs[0][0].shape[1]}x{pairs[0][0].shape[0]}"
-
-def gauge():
-    image = pairs[0][0]
-    t = time.perf_counter()
-    for _ in range(20):
-        cv2.GaussianBlur(image, (5, 5), 0)
-    return time.perf_counter() - t
-
 describer = PairDescriber()
 for a, b in pairs:
     describer.describe(a, b)
-gauges, per_pair, cpu_per_pair, stages, sentences = [gauge()], [], [], {}, []
-for a, b in pairs:
-    times, cpus = [], []
-    for _ in range(repeat):
+
+def gauge():
+    t = time.perf_counter()
+    for _ in range(20):
+        cv2.GaussianBlur(pairs[0][0], (5, 5), 0)
+    return time.perf_counter() - t
+
+def parts():
+    from spotdiff_cli.analysis import detect, recognise
+    from spotdiff_cli.captioners import grounded
+    spent = {"read clusters": 0.0, "detector": 0.0, "classifier": 0.0, "recognise": 0.0}
+    def timed(owner, name, key):
+        inner = getattr(owner, name)
+        def wrapper(*args, **kwargs):
+            t = time.perf_counter()
+            try:
+                return inner(*args, **kwargs)
+            finally:
+                spent[key] += time.perf_counter() - t
+        setattr(owner, name, wrapper)
+        return owner, name, inner
+    undo = [
+        timed(grounded, "read_cluster", "read clusters"),
+        timed(grounded, "_recognise", "recognise"),
+        timed(detect.ObjectDetector, "_forward", "detector"),
+        timed(recognise, "_imagenet_probs", "classifier"),
+    ]
+    describe = sum(describer.describe(a, b).timings["describe"] for a, b in pairs)
+    for owner, name, inner in undo:
+        setattr(owner, name, inner)
+    out = {k: v / len(pairs) for k, v in spent.items()}
+    out["recognise: rest (HOG, boxes)"] = out["recognise"] - out["detector"] - out["classifier"]
+    out["sentences, colours"] = describe / len(pairs) - out["read clusters"] - out["recognise"]
+    del out["recognise"]
+    return out
+
+print(json.dumps({"size": f"{pairs[0][0].shape[1]}x{pairs[0][0].shape[0]}"}), flush=True)
+for line in sys.stdin:
+    command = line.strip()
+    if command == "gauge":
+        answer = {"gauge": gauge()}
+    elif command == "parts":
+        answer = {"parts": parts()}
+    else:
+        a, b = pairs[int(command)]
         c, t = time.process_time(), time.perf_counter()
         report = describer.describe(a, b)
-        times.append(time.perf_counter() - t)
-        cpus.append(time.process_time() - c)
-        for k, v in report.timings.items():
-            stages.setdefault(k, []).append(v)
-    per_pair.append(statistics.median(times))
-    cpu_per_pair.append(statistics.median(cpus))
-    sentences.append([s.text for s in report.sentences])
-gauges.append(gauge())
-
-# The parts of describe, from the library's own functions wrapped in timers (a separate pass:
-# the wrappers cost a little).
-from spotdiff_cli.analysis import detect, recognise
-from spotdiff_cli.captioners import grounded
-spent = {"read clusters": 0.0, "detector": 0.0, "classifier": 0.0, "recognise": 0.0}
-def timed(owner, name, key):
-    inner = getattr(owner, name)
-    def wrapper(*args, **kwargs):
-        t = time.perf_counter()
-        try:
-            return inner(*args, **kwargs)
-        finally:
-            spent[key] += time.perf_counter() - t
-    setattr(owner, name, wrapper)
-timed(grounded, "read_cluster", "read clusters")
-timed(grounded, "_recognise", "recognise")
-timed(detect.ObjectDetector, "_forward", "detector")
-timed(recognise, "_imagenet_probs", "classifier")
-describe_total = 0.0
-for a, b in pairs:
-    for _ in range(repeat):
-        describe_total += describer.describe(a, b).timings["describe"]
-n = len(pairs) * repeat
-parts = {k: v / n for k, v in spent.items()}
-parts["recognise: rest (HOG, boxes)"] = parts["recognise"] - parts["detector"] - parts["classifier"]
-parts["sentences, colours"] = describe_total / n - parts["read clusters"] - parts["recognise"]
-print(json.dumps({
-    "size": size,
-    "per_pair": per_pair,
-    "cpu_per_pair": cpu_per_pair,
-    "stages": {k: statistics.median(v) for k, v in stages.items()},
-    "describe_parts": parts,
-    "gauge": statistics.median(gauges),
-    "sentences": sentences,
-}))
+        wall, cpu = time.perf_counter() - t, time.process_time() - c
+        answer = {
+            "wall": wall,
+            "cpu": cpu,
+            "timings": report.timings,
+            "sentences": [s.text for s in report.sentences],
+        }
+    print(json.dumps(answer), flush=True)
 """
 
 
@@ -210,52 +211,99 @@ def whole_process(trees: list[tuple[str, Path]], runs: int, pyc: bool) -> None:
         )
 
 
+class _Child:
+    """One tree's warm process, asked one command at a time."""
+
+    def __init__(self, tree: Path) -> None:
+        self.tree = tree
+        self.proc = subprocess.Popen(
+            [sys.executable, "-c", _WARM, str(MEDIA), CLIP, json.dumps(STARTS), str(GAP)],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=_env(tree, None),
+            cwd=tree,
+        )
+        self.size = self._answer()["size"]
+        os.kill(self.proc.pid, signal.SIGSTOP)
+
+    def ask(self, command: str) -> dict:
+        assert self.proc.stdin is not None
+        os.kill(self.proc.pid, signal.SIGCONT)
+        self.proc.stdin.write(command + "\n")
+        self.proc.stdin.flush()
+        answer = self._answer()
+        # Stopped while the other tree works: an idle process's thread pools (OpenCV's,
+        # OpenBLAS's) spin for a while after each job and took a core from the other process
+        # (interleaved without this, both trees measured 40 % slower).
+        os.kill(self.proc.pid, signal.SIGSTOP)
+        return answer
+
+    def _answer(self) -> dict:
+        assert self.proc.stdout is not None
+        line = self.proc.stdout.readline()
+        if not line:
+            err = self.proc.stderr.read() if self.proc.stderr else ""
+            raise SystemExit(f"{self.tree}: warm process failed:\n{err[-2000:]}")
+        return json.loads(line)
+
+    def close(self) -> None:
+        os.kill(self.proc.pid, signal.SIGCONT)
+        if self.proc.stdin:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
 def warm_pairs(trees: list[tuple[str, Path]], repeat: int) -> None:
     if not (MEDIA / CLIP).is_file():
         print(f"warm pair: {MEDIA / CLIP} is missing, skipped")
         return
-    results = {}
-    for label, tree in trees:
-        proc = subprocess.run(
-            [
-                sys.executable,
-                "-c",
-                _WARM,
-                str(MEDIA),
-                CLIP,
-                json.dumps(STARTS),
-                str(GAP),
-                str(repeat),
-            ],
-            capture_output=True,
-            text=True,
-            env=_env(tree, None),
-            cwd=tree,
-            check=False,
-        )
-        if proc.returncode != 0:
-            raise SystemExit(f"{tree}: warm pass failed:\n{proc.stderr[-2000:]}")
-        results[label] = json.loads(proc.stdout.strip().splitlines()[-1])
-    for label, r in results.items():
-        ms = [1000 * t for t in r["per_pair"]]
+    children = {label: _Child(tree) for label, tree in trees}
+    walls: dict[str, list[list[float]]] = {k: [[] for _ in STARTS] for k in children}
+    cpus: dict[str, list[float]] = {k: [] for k in children}
+    stages: dict[str, dict[str, list[float]]] = {k: {} for k in children}
+    gauges: dict[str, list[float]] = {k: [] for k in children}
+    sentences: dict[str, list] = {k: [None] * len(STARTS) for k in children}
+    try:
+        # Pair by pair, the trees taking turns (first one, then the other first), so a load
+        # that comes and goes falls on both.
+        for rep in range(repeat):
+            order = list(children) if rep % 2 == 0 else list(children)[::-1]
+            for label in order:
+                gauges[label].append(children[label].ask("gauge")["gauge"])
+            for i in range(len(STARTS)):
+                for label in order:
+                    r = children[label].ask(str(i))
+                    walls[label][i].append(r["wall"])
+                    cpus[label].append(r["cpu"])
+                    for k, v in r["timings"].items():
+                        stages[label].setdefault(k, []).append(v)
+                    sentences[label][i] = r["sentences"]
+        parts = {label: child.ask("parts")["parts"] for label, child in children.items()}
+    finally:
+        for child in children.values():
+            child.close()
+    for label, child in children.items():
+        ms = [1000 * statistics.median(w) for w in walls[label]]
         print(
-            f"warm pair, {r['size']}, {len(ms)} pairs x {repeat}, {label}: median "
-            f"{statistics.median(ms):.0f} ms per pair (pairs {min(ms):.0f}-{max(ms):.0f} ms), "
-            f"CPU {1000 * statistics.median(r['cpu_per_pair']):.0f} ms (all threads); "
-            f"gauge {1000 * r['gauge']:.1f} ms"
+            f"warm pair, {child.size}, {len(STARTS)} pairs x {repeat}, {label}: median "
+            f"{statistics.median(ms):.0f} ms per pair (pairs' medians {min(ms):.0f}-"
+            f"{max(ms):.0f} ms), CPU {1000 * statistics.median(cpus[label]):.0f} ms (all "
+            f"threads); gauge {1000 * statistics.median(gauges[label]):.1f} ms"
         )
-        stages = r["stages"]
-        print("  " + "  ".join(f"{k} {1000 * v:.1f}" for k, v in stages.items() if k != "total"))
         print(
-            "  describe = "
+            "  "
             + "  ".join(
-                f"{k} {1000 * v:.1f}" for k, v in r["describe_parts"].items() if k != "recognise"
+                f"{k} {1000 * statistics.median(v):.1f}"
+                for k, v in stages[label].items()
+                if k != "total"
             )
         )
-    if len(results) == 2:
-        a, b = results.values()
-        same = a["sentences"] == b["sentences"]
-        print(f"  sentences {'identical' if same else 'DIFFER'} between the two trees")
+        print("  describe = " + "  ".join(f"{k} {1000 * v:.1f}" for k, v in parts[label].items()))
+    if len(children) == 2:
+        a, b = sentences.values()
+        print(f"  sentences {'identical' if a == b else 'DIFFER'} between the two trees")
 
 
 def main() -> None:
