@@ -234,9 +234,8 @@ class _Child:
         self.proc.stdin.write(command + "\n")
         self.proc.stdin.flush()
         answer = self._answer()
-        # Stopped while the other tree works: an idle process's thread pools (OpenCV's,
-        # OpenBLAS's) spin for a while after each job and took a core from the other process
-        # (interleaved without this, both trees measured 40 % slower).
+        # Stopped while the other tree works: a waiting process's thread pools (OpenCV's,
+        # OpenBLAS's) may spin a while after each job, on a core the measured one needs.
         os.kill(self.proc.pid, signal.SIGSTOP)
         return answer
 
