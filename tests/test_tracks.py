@@ -4,9 +4,11 @@ so no detector runs here."""
 
 from __future__ import annotations
 
+import dataclasses
+
 from spotdiff_cli.timeline.events import SEEN, EventBuilder
 from spotdiff_cli.timeline.objects import ObjectWatcher
-from spotdiff_cli.timeline.tracks import ObjectTracker, Sighting, count_phrase, tell
+from spotdiff_cli.timeline.tracks import ObjectTracker, Sighting, Track, count_phrase, tell
 from spotdiff_cli.types import Detection, Sentence
 
 W, H = 640, 360
@@ -212,3 +214,20 @@ def test_the_look_ahead_changes_no_event_and_takes_the_passes_off_the_captions(m
     monkeypatch.setattr(ObjectWatcher, "look_ahead", lambda self, *args: None)
     assert run() == ahead and ahead
     assert on_captions <= 0.2 * total and passes.count("MainThread") == len(passes)
+
+
+def test_a_vehicle_is_told_with_the_colour_most_looks_agree_on():
+    track = ObjectTracker(misses=1, min_hits=1)
+    for i, colour in enumerate(["white", "white", "grey", "white"]):
+        track.update(
+            float(i), [Sighting(float(i), (300, 300 - 60 * i, 60, 40), "car", 0.8, colour)]
+        )
+    (car,) = track.finish()
+    assert car.colour == "white"
+    assert tell(car, W, H, from_start=False, to_end=False).text.startswith("a white car ")
+    car.sightings[1:3] = [dataclasses.replace(s, colour="grey") for s in car.sightings[1:3]]
+    assert car.colour == ""  # two of four: no majority, no colour word
+    person = Track(
+        9, [Sighting(float(i), (300, 120, 40, 100), "person", 0.8, "black") for i in range(3)]
+    )
+    assert not tell(person, W, H, from_start=False, to_end=False).text.startswith("a black")

@@ -30,7 +30,7 @@ import dataclasses
 import numpy as np
 
 from ..analysis.detect import CAR_SIZE, NOUNS, TOP_VIEW_CAR
-from ..captioners.words import region_phrase
+from ..captioners.words import colour_name, region_phrase
 from ..geometry import box_iou
 from ..types import Analysis, BBox, Detection, Sentence
 from .events import SEEN
@@ -238,7 +238,9 @@ class ObjectWatcher:
             x, y, w, h = d.box
             s = self.scale
             box = (round(x * s), round(y * s), round(w * s), round(h * s))
-            sightings.append(Sighting(time, box, label, d.score))
+            # The middle half of the box: the thing itself, little of the road around it.
+            middle = pixels[y + h // 4 : y + h - h // 4, x + w // 4 : x + w - w // 4]
+            sightings.append(Sighting(time, box, label, d.score, colour_name(middle)))
         for change in changes or ():
             label = _CHANGE_NOUNS.get(change.noun)
             # "The person in the centre is gone" names where someone was, not is.

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..analysis.detect import NOUNS
-from ..captioners.words import region_name, region_phrase
+from ..captioners.words import noun_phrase, region_name, region_phrase
 from ..types import BBox
 
 VEHICLES = {"car", "bus", "truck", "motorcycle", "bicycle", "train", "boat"}
@@ -41,6 +41,7 @@ class Sighting:
     box: BBox
     label: str
     score: float
+    colour: str = ""  # the colour word of the box's middle, "" when it has no single one
 
 
 @dataclass
@@ -65,6 +66,16 @@ class Track:
         for s in self.sightings:
             votes[NOUNS.get(s.label, s.label)] += s.score
         return votes.most_common(1)[0][0] if votes else "object"
+
+    @property
+    def colour(self) -> str:
+        """The colour word most of its sightings agree on ("" when they do not: a car in a
+        shadow and then in the sun is white at one look and grey at the next)."""
+        votes = Counter(s.colour for s in self.sightings if s.colour)
+        if not votes:
+            return ""
+        colour, count = votes.most_common(1)[0]
+        return colour if count > 0.5 * len(self.sightings) else ""
 
     @property
     def boxes(self) -> list[BBox]:
@@ -194,7 +205,9 @@ def tell(
     leave_edge = None if to_end else _crossed_edge(last.box, went, width, height, -1.0)
     vehicle = noun in VEHICLES
     person = noun == "person"
-    subject = _subject(noun)
+    # "a white car" (people get no colour: noun_phrase; a box's colour is their clothes and
+    # what stands behind them).
+    subject = _subject(noun_phrase(noun, track.colour))
     stay = _longest_stay(track, diagonal)
     stayed = stay is not None and stay.seconds >= 2.0
 
