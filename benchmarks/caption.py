@@ -243,12 +243,14 @@ class _Child:
         assert self.proc.stdout is not None
         line = self.proc.stdout.readline()
         if not line:
+            self.proc.wait()
             err = self.proc.stderr.read() if self.proc.stderr else ""
             raise SystemExit(f"{self.tree}: warm process failed:\n{err[-2000:]}")
         return json.loads(line)
 
     def close(self) -> None:
-        os.kill(self.proc.pid, signal.SIGCONT)
+        if self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGCONT)
         if self.proc.stdin:
             self.proc.stdin.close()
         self.proc.wait()
@@ -258,7 +260,14 @@ def warm_pairs(trees: list[tuple[str, Path]], repeat: int) -> None:
     if not (MEDIA / CLIP).is_file():
         print(f"warm pair: {MEDIA / CLIP} is missing, skipped")
         return
-    children = {label: _Child(tree) for label, tree in trees}
+    children: dict[str, _Child] = {}
+    try:
+        for label, tree in trees:
+            children[label] = _Child(tree)
+    except BaseException:
+        for child in children.values():
+            child.close()
+        raise
     walls: dict[str, list[list[float]]] = {k: [[] for _ in STARTS] for k in children}
     cpus: dict[str, list[float]] = {k: [] for k in children}
     stages: dict[str, dict[str, list[float]]] = {k: {} for k in children}
