@@ -323,6 +323,17 @@ def main() -> None:
     parser.add_argument("--only", choices=("process", "warm"), help="one of the two measures")
     args = parser.parse_args()
     trees = ([("before", args.before.resolve())] if args.before else []) + [("now", REPO)]
+    for _, tree in trees:  # a tree without spotdiff_cli would fall through to the installed one
+        found = subprocess.run(
+            [sys.executable, "-c", "import spotdiff_cli; print(spotdiff_cli.__file__)"],
+            capture_output=True,
+            text=True,
+            env=_env(tree, None),
+            cwd=tree,
+            check=False,
+        ).stdout.strip()
+        if not found or not Path(found).resolve().is_relative_to(tree.resolve()):
+            raise SystemExit(f"{tree} has no spotdiff_cli (it imported {found or 'nothing'})")
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, {os.cpu_count()} CPUs")
     if args.only != "warm":
         whole_process(trees, args.runs, not args.no_pyc)
