@@ -79,13 +79,13 @@ def test_unknown_model_suggests_the_close_name(scene):
 
 def test_a_hint_follows_an_object_that_moved_part_of_its_length():
     from spotdiff_cli.captioners.base import Hint
-    from spotdiff_cli.captioners.grounded import _hint_for
+    from spotdiff_cli.captioners.grounded import hint_for
 
     car = Hint((100, 100, 80, 40), "car", "imagenet", 0.9)
     person = Hint((300, 90, 20, 60), "person", "hog", 0.8)
     # Moved 30 px right (IoU 0.45): still the car, not the person.
-    assert _hint_for((car, person), (130, 102, 80, 40)) is car
+    assert hint_for((car, person), (130, 102, 80, 40)) is car
     # Far away, or the same place but a much bigger change: recognised afresh.
-    assert _hint_for((car, person), (400, 300, 80, 40)) is None
-    assert _hint_for((car, person), (90, 90, 200, 120)) is None
-    assert _hint_for((), (100, 100, 80, 40)) is None
+    assert hint_for((car, person), (400, 300, 80, 40)) is None
+    assert hint_for((car, person), (90, 90, 200, 120)) is None
+    assert hint_for((), (100, 100, 80, 40)) is None

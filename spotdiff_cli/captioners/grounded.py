@@ -336,7 +336,7 @@ def _largest_blob(mask: np.ndarray) -> np.ndarray:
 _HINT_IOU = 0.5
 
 
-def _hint_for(hints: tuple[Hint, ...], bbox: tuple[int, int, int, int]) -> Hint | None:
+def hint_for(hints: tuple[Hint, ...], bbox: tuple[int, int, int, int]) -> Hint | None:
     """The earlier recognition that names this cluster: the hint it overlaps most (IoU of at
     least ``_HINT_IOU``), else one it has travelled from - a box of similar size (within 2x
     in area) whose centre is within half the hint's size of the cluster's centre. The second
@@ -364,7 +364,7 @@ def _recognise(analysis: Analysis, readings: list[Reading], hints: tuple[Hint, .
     regions left are classified in one batch."""
     todo = []
     for reading in readings:
-        best = _hint_for(hints, reading.cluster.bbox)
+        best = hint_for(hints, reading.cluster.bbox)
         if best is not None:
             reading.noun, reading.recognised_by, reading.recognition_confidence = (
                 best.noun,

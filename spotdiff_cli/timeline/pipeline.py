@@ -597,6 +597,7 @@ class _SourceRun:
                         changed,
                         self.looker.region,
                         sample.analysis if names_by_detector else None,
+                        sample.continues,
                     )
                 yield sample
 
