@@ -119,6 +119,9 @@ def test_video_with_no_events_exits_0_cleanly_every_time(tmp_path):
         assert "no change" in proc.stdout
 
 
+# ~20 s; the default run keeps test_video_robust's Ctrl-C-then-resume through the console
+# script (4 s) and test_terminal_output's Ctrl-C with --out.
+@pytest.mark.slow
 def test_ctrl_c_during_video_exits_130_and_leaves_a_partial_report(tmp_path):
     clip = _write_clip(tmp_path / "busy.avi", 400, moving=True)
     # Interrupt at different moments: while loading, decoding, analysing, recognising.

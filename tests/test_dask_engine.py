@@ -74,6 +74,9 @@ def client():
         yield dask_client
 
 
+# ~30 s (the real clips through a cluster): the synthetic-chunk tests below cover the merge in
+# the default run, and the killed-worker test the real clip; this one runs with -m slow.
+@pytest.mark.slow
 def test_the_timeline_on_dask_is_the_local_one_on_the_real_clips(local_run, tmp_path):
     out = tmp_path / "report"
     proc = spotdiff(

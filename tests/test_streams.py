@@ -135,6 +135,8 @@ def streamed(path: Path) -> list[dict]:
 # -- HTTP ---------------------------------------------------------------------------------------
 
 
+# ~13 s; the HTTP stream's events are also checked by the real clip over HTTP below.
+@pytest.mark.slow
 def test_http_stream_finds_what_the_file_run_finds_and_resume_adds_a_session(clip, tmp_path):
     port = free_port()
     out, events = tmp_path / "r", tmp_path / "events.jsonl"
