@@ -232,3 +232,31 @@ def test_a_vehicle_is_told_with_the_colour_most_looks_agree_on():
         9, [Sighting(float(i), (300, 120, 40, 100), "person", 0.8, "black") for i in range(3)]
     )
     assert tell(person, W, H, from_start=False, to_end=False).text.startswith("a person in black ")
+
+
+def test_the_trail_of_gone_changes_of_someone_walking_out_stays_theirs():
+    """Between looks, a person walking out of view leaves "gone" changes, each touching the
+    one before; the last is beyond their last box (the room clip at 0.2 s, 87.2 s): it is still
+    theirs, not an event of its own."""
+    watcher = ObjectWatcher(768, 432, 1.0, 1.0)
+    watcher.tracker.update(0.0, [Sighting(0.0, (449, 50, 149, 349), "person", 0.8)])
+
+    def change(t: float, kind: str, box) -> Detection:
+        return Detection(t, t - 0.2, Sentence(f"the person {kind}", kind=kind), box, "person")
+
+    steps = [
+        (0.2, "moved", (443, 47, 208, 348)),
+        (0.4, "disappeared", (629, 290, 139, 142)),  # touches the last box grown by half
+        (0.6, "disappeared", (674, 370, 94, 58)),  # beyond it, but on the trail
+    ]
+    for t, kind, box in steps:
+        (said,) = [
+            d
+            for d in watcher.explain([change(t, kind, box)], t, t - 0.2, None)
+            if d.sentence.kind == kind
+        ]
+        assert said.track == 1, (t, kind)
+    watcher.reset()
+    watcher.tracker.update(1.0, [Sighting(1.0, (449, 50, 149, 349), "person", 0.8)])
+    (alone,) = watcher.explain([change(1.2, "disappeared", (674, 370, 94, 58))], 1.2, 1.0, None)
+    assert alone.track is None  # no trail after a checkpoint: a change there is its own

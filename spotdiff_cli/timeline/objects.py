@@ -107,6 +107,7 @@ class ObjectWatcher:
         self.arrived: list[Track] = []  # tracks made visible at the latest sample
         self.ending: dict[int, tuple[Track, float]] = {}  # ended visible tracks, grace end
         self.grace = 1.5 * look_every
+        self.trail: dict[int, BBox] = {}  # each track's latest change's own box
         # The look-ahead thread's own state (look_ahead): only that thread touches it.
         self._ahead_at: float | None = None
         self._ahead_changed = False
@@ -119,6 +120,7 @@ class ObjectWatcher:
         self.last_object_time = None
         self.quiet_looks = 0
         self.visible.clear()
+        self.trail.clear()
 
     @property
     def live_ids(self) -> set[int]:
@@ -373,11 +375,18 @@ class ObjectWatcher:
                 out.append(detection)
                 continue
             owner = _best_overlap(detection.bbox, where, set(self.ending))
+            if owner is None and detection.sentence.kind == "disappeared":
+                # Between looks an object walking out of view leaves a trail of "gone" changes,
+                # each touching the one before: the last of them can be beyond the object's last
+                # box (the room clip's man in black, two pixels past it at the frame's edge).
+                trail = {i: b for i, b in self.trail.items() if i in tracks}
+                owner = _best_overlap(detection.bbox, trail, set(self.ending))
             if owner is None:
                 if not (light_changed and detection.noun in ("", "object")):
                     out.append(detection)
                 continue
             mentioned.add(owner)
+            self.trail[owner] = detection.bbox
             if owner not in self.ending and owner not in self.visible:
                 self.visible.add(owner)
                 self.arrived.append(tracks[owner])
