@@ -212,15 +212,8 @@ def _object_view(
     mask, corrected = compute_change_mask(before, warped, valid, config)
     pairs = len(found.camera.pairs)
     motion = describe_motion(homography, h, w, pairs, pairs)
-    return AlignedView(
-        alignment=Alignment(motion.dx, motion.dy, shifted.alignment.score, "homography"),
-        after=warped,
-        corrected=corrected,
-        valid=valid,
-        mask=mask,
-        clusters=list(change_clusters(found, (h, w))),
-        motion=motion,
-    )
+    clusters = list(change_clusters(found, (h, w)))
+    return _moved_view(shifted, motion, warped, corrected, valid, mask, clusters)
 
 
 def _warped_view(
@@ -252,6 +245,20 @@ def _warped_view(
     labels = grid_dbscan(mask.active, eps, min_samples)
     clusters = clusters_from_labels(labels, mask, min_pixels=min_pixels)
     motion = describe_motion(fit.matrix, h, w, fit.inliers, fit.matches)
+    return _moved_view(shifted, motion, warped, corrected, valid, mask, clusters)
+
+
+def _moved_view(
+    shifted: AlignedView,
+    motion: CameraMotion,
+    warped: np.ndarray,
+    corrected: np.ndarray,
+    valid: np.ndarray,
+    mask: ChangeMask,
+    clusters: list,
+) -> AlignedView:
+    """The view of a pair whose camera moved by ``motion``: the after frame warped onto the
+    before one, its change mask and clusters."""
     return AlignedView(
         alignment=Alignment(motion.dx, motion.dy, shifted.alignment.score, "homography"),
         after=warped,

@@ -507,6 +507,12 @@ def _object_sentences(analysis: Analysis, options: DescribeOptions) -> list[Sent
         change = getattr(cluster, "change", None)
         if change is not None:
             sentences.append(_object_sentence(change, (cluster.id,), width, height))
+    return _with_whole_frame(sentences, analysis)
+
+
+def _with_whole_frame(sentences: list[Sentence], analysis: Analysis) -> list[Sentence]:
+    """The object sentences, then what the whole frame says (the camera moved, the light
+    changed), or "there is no visible change" when nothing was said at all."""
     if analysis.camera is not None:
         sentences.append(camera_sentence(analysis.camera, analysis.scale))
     if analysis.mask.lighting_changed:
@@ -669,13 +675,7 @@ class GroundedCaptioner(Captioner):
 
         items.sort(key=lambda item: -item[0])
         sentences = [s for _, s in items[: options.max_sentences]]
-        if analysis.camera is not None:
-            sentences.append(camera_sentence(analysis.camera, analysis.scale))
-        if analysis.mask.lighting_changed:
-            sentences.append(Sentence("the lighting changed", (), 0.9, "lighting"))
-        if not sentences:
-            sentences.append(Sentence("there is no visible change", (), 1.0, "no_change"))
-        return sentences
+        return _with_whole_frame(sentences, analysis)
 
 
 @register_model(
