@@ -29,7 +29,7 @@ import math
 import threading
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 import cv2
 import numpy as np
@@ -37,6 +37,9 @@ import numpy as np
 from ..errors import InputError
 from ..geometry import box_iou
 from ..weights import resolve_weights
+
+if TYPE_CHECKING:  # imported lazily at run time, as elsewhere in this module
+    from .detect import Detection
 
 Source = Literal["hog", "imagenet", "detector"]
 
@@ -244,7 +247,9 @@ def _detected(
     return out
 
 
-def detect_for_naming(image: np.ndarray, watched: tuple[int, int, int, int] | None = None) -> list:
+def detect_for_naming(
+    image: np.ndarray, watched: tuple[int, int, int, int] | None = None
+) -> list[Detection]:
     """The detector's answer that naming a changed region of ``image`` ((H, W, 3) uint8 RGB)
     uses: its objects in the ``watched`` (x, y, w, h) box, or the whole image. The video
     pipeline asks this ahead, on its own thread, for each pair it analysed, so that the
