@@ -394,6 +394,10 @@ def test_search_command_lists_ranked_events_with_pictures_and_anchors(night):
     results = json.loads(proc.stdout)["results"]
     assert {r["id"] for r in results} == {1, 4}
     assert results[0]["page"].endswith("#s1-e1")
+    # Filters alone may leave the query out: a lone folder is the report, not a query.
+    alone = run_spotdiff("search", night, "--noun", "person", "--json")
+    assert alone.returncode == 0, alone.stderr
+    assert json.loads(alone.stdout)["results"] == results
 
 
 @pytest.mark.parametrize(
@@ -409,7 +413,8 @@ def test_search_command_lists_ranked_events_with_pictures_and_anchors(night):
         (("search", "{night}", "a car", "--after", "soon"), "--after"),
         (("search", "{night}", "a car", "--limit", "0"), "--limit"),
         (("search", "{night}", ""), "give a QUERY"),
-        (("search", "{night}"), "Missing argument"),
+        (("search", "{night}"), "give a QUERY in words after the report folder"),
+        (("search", "a red car"), "no report folder before the query 'a red car'"),
         (("summary",), "Missing argument"),
     ],
 )

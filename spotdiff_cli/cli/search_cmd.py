@@ -15,15 +15,12 @@ from .state import errors_to_exit
 @app.command("search")
 @errors_to_exit
 def search(
-    reports: List[Path] = typer.Argument(
+    words: List[str] = typer.Argument(
         ...,
-        help="Report folders written by `spotdiff video -o DIR` (or their timeline.json).",
-        show_default=False,
-    ),
-    query: str = typer.Argument(
-        ...,
-        help='What to find, in words: "a red car parked near the entrance", "a person after '
-        '00:01:30". "" with filters lists what the filters let through.',
+        metavar="REPORT_DIR... QUERY",
+        help="Report folders written by `spotdiff video -o DIR` (or their timeline.json), then "
+        'what to find, in words: "a red car parked near the entrance", "a person after '
+        '00:01:30". With only filters (--kind, --noun...), the QUERY may be left out or "".',
         show_default=False,
     ),
     kind: Optional[List[str]] = typer.Option(
@@ -71,12 +68,17 @@ def search(
     from ..report.search import search as run_search
     from . import render
 
+    reports, query = _reports_and_query(words)
     if rank not in MODES:
         raise UsageError(f"--rank {rank!r}: use {', '.join(MODES)}")
     flags = filters_from_flags(kind or (), noun or (), colour or (), after, before, source or ())
-    if not query.strip() and flags == filters_from_flags():
-        raise UsageError('give a QUERY in words, or "" with --kind, --noun, --colour, --after...')
+    # A missing folder is the first thing to say, before what the query lacks.
     loaded = [load_report(p) for p in reports]
+    if not query.strip() and flags == filters_from_flags():
+        raise UsageError(
+            'give a QUERY in words after the report folder (spotdiff search DIR "a red car"), '
+            "or filters: --kind, --noun, --colour, --after..."
+        )
     hits = run_search(loaded, query, flags, mode=rank, limit=limit)
     if as_json:
         typer.echo(
@@ -88,3 +90,32 @@ def search(
         )
     else:
         render.print_search(hits, show_page)
+
+
+def _reports_and_query(words: List[str]) -> tuple[List[Path], str]:
+    """Split ``REPORT_DIR... QUERY``: the last word is the query unless it is itself a report.
+
+    Click would give a lone argument to QUERY and then say "Missing argument 'reports'" to a
+    user who did give a report; here a lone report means "no query" (filters alone may follow).
+    """
+    from ..errors import UsageError
+
+    *reports, last = words
+    if reports and not _looks_like_report(last):
+        return [Path(r) for r in reports], last
+    if _looks_like_report(last) or not reports and _looks_like_path(last):
+        return [Path(r) for r in words], ""
+    raise UsageError(
+        f"no report folder before the query {last!r}: give one first, "
+        f'e.g. spotdiff search night1/ "{last}"'
+    )
+
+
+def _looks_like_report(word: str) -> bool:
+    # "" is a query (filters alone), though Path("") would be the current folder.
+    return bool(word.strip()) and (Path(word).is_dir() or Path(word).name == "timeline.json")
+
+
+def _looks_like_path(word: str) -> bool:
+    """A lone word the user meant as a folder (missing or mistyped), not a sentence."""
+    return "/" in word or "\\" in word or (" " not in word and word.strip() != "")
