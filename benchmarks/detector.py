@@ -2,12 +2,15 @@
 
     .venv/bin/python benchmarks/detector.py [--repeat 20]
 
-A real 1280x720 frame of the room clip at the analysis size (640x360) is looked at three ways,
-interleaved ``--repeat`` times: on the 416 square (the converted graph's shape, 44 % black
-border for 16:9), on the 416x256 canvas a frame gets now (the scaled frame and no more), and a
-105x63 watched box (the motorway ROI's size at 640 px) on the 224 square a small region gets.
-It prints the median milliseconds of the forward pass and of the whole ``detect`` call
-(letterbox, pass, decoding), and each one's ratio to the square's.
+A real 1280x720 frame of the room clip at the analysis size (640x360) is looked at by both
+backends, one thread each, interleaved ``--repeat`` times: the float graph on ``cv2.dnn``
+(``weights/nanodet_coco.onnx``, what ran before the int8 graph, and what runs where onnxruntime
+is absent) and the int8 graph on onnxruntime (``weights/nanodet_coco_int8.onnx``, the default).
+Each on the 416 square (the converted graph's shape, 44 % black border for 16:9), on the
+416x256 canvas a frame gets (the scaled frame and no more), and a 105x63 watched box (the
+motorway ROI's size at 640 px) on the 224 square a small region gets. It prints the median
+milliseconds of the forward pass and of the whole ``detect`` call (letterbox, pass, decoding),
+and each one's ratio to the float 416x256 pass (the baseline).
 """
 
 from __future__ import annotations
@@ -40,21 +43,23 @@ def main() -> None:
     if not ok:
         raise SystemExit(f"cannot read {CLIP}")
     frame = cv2.resize(frame, (640, 360), interpolation=cv2.INTER_AREA)
-    detector = D.ObjectDetector()
+    detectors = {
+        "float, cv2.dnn": D.ObjectDetector(backend="opencv", threads=1),
+        "int8, onnxruntime": D.ObjectDetector(backend="onnxruntime", threads=1),
+    }
 
-    def forward(image: np.ndarray, size: int, square: bool) -> None:
+    def forward(detector: D.ObjectDetector, image: np.ndarray, size: int, square: bool) -> None:
         canvas, _ = D.letterbox(image, size, square=square)
         blob = ((canvas.astype(np.float32) - D.MEAN_BGR) / D.STD_BGR).transpose(2, 0, 1)[None]
         detector._forward(np.ascontiguousarray(blob))
 
-    ways = {
-        "frame, 416 square": lambda: forward(frame, 416, True),
-        "frame, 416x256 canvas (now)": lambda: forward(frame, 416, False),
-        "105x63 box, 224 square (now)": lambda: forward(frame[150:213, 300:405], 224, True),
-    }
-    calls = {
-        "detect(frame) (now)": lambda: detector._detect(frame, "bgr", 416, 0.3),
-    }
+    box = frame[150:213, 300:405]
+    ways, calls = {}, {}
+    for name, det in detectors.items():
+        ways[f"{name}: frame, 416 square"] = lambda d=det: forward(d, frame, 416, True)
+        ways[f"{name}: frame, 416x256"] = lambda d=det: forward(d, frame, 416, False)
+        ways[f"{name}: box, 224 square"] = lambda d=det: forward(d, box, 224, True)
+        calls[f"{name}: detect(frame)"] = lambda d=det: d._detect(frame, "bgr", 416, 0.3)
     times: dict[str, list[float]] = {name: [] for name in [*ways, *calls]}
     for fn in [*ways.values(), *calls.values()]:
         fn()  # the first pass allocates
@@ -63,11 +68,11 @@ def main() -> None:
             t0 = time.perf_counter()
             fn()
             times[name].append(time.perf_counter() - t0)
-    base = statistics.median(times["frame, 416 square"])
-    print(f"{'way':32} {'ms':>7} {'ratio to square':>16}")
+    base = statistics.median(times["float, cv2.dnn: frame, 416x256"])
+    print(f"{'way':46} {'ms':>7} {'ratio to float 416x256':>23}")
     for name, values in times.items():
         ms = statistics.median(values)
-        print(f"{name:32} {1000 * ms:7.1f} {ms / base:16.2f}")
+        print(f"{name:46} {1000 * ms:7.1f} {ms / base:23.2f}")
 
 
 if __name__ == "__main__":

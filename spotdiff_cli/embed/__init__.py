@@ -2,7 +2,8 @@
 run from the int8 weights shipped in ``weights/``, and its WordPiece tokenizer in plain Python.
 
 Why not torch, onnxruntime or the ``tokenizers`` package: the light install (``pip install
-spotdiff``) has none of them, and ``spotdiff search`` must run there. Six small layers over a
+spotdiff``) has no torch or tokenizers, onnxruntime (the detector's) may fail to install on a
+platform it has no wheel for, and ``spotdiff search`` must run anywhere. Six small layers over a
 sentence of twenty tokens are a few matrix products; numpy's BLAS does them in milliseconds.
 """
 
