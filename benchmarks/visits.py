@@ -13,6 +13,8 @@ Per clip and sampling it prints:
   cameras (auto-exposure is the camera's own);
 - other: events that overlap no visit.
 
+``--work-size N``: run both trees analysing at this long side (``spotdiff video --work-size``).
+
 ``--before PATH``: also score a checkout of another revision (its ``spotdiff_cli`` imported by a
 child process with that tree first on ``sys.path``), so a change is measured against what it
 replaced in one run. Clips marked ``tuned_on: false`` were held out of all development.
@@ -38,8 +40,8 @@ _CHILD = """
 import json, sys
 from spotdiff_cli.config import Settings, resolve
 from spotdiff_cli import api
-clip, every = sys.argv[1], sys.argv[2]
-settings = resolve(Settings(), None, video={"every": every})
+clip, every, analysis = sys.argv[1], sys.argv[2], json.loads(sys.argv[3])
+settings = resolve(Settings(), None, video={"every": every}, analysis=analysis or None)
 (result,) = api.describe_video([clip], settings)
 print(json.dumps([
     {"start": e.start, "end": e.end, "kind": e.kind, "noun": e.noun, "text": e.text}
@@ -48,10 +50,10 @@ print(json.dumps([
 """
 
 
-def events_of(tree: Path, clip: Path, every: str) -> list[dict]:
+def events_of(tree: Path, clip: Path, every: str, analysis: dict | None = None) -> list[dict]:
     env = dict(os.environ, PYTHONPATH=str(tree), HF_HUB_OFFLINE="1")
     proc = subprocess.run(
-        [sys.executable, "-c", _CHILD, str(clip), every],
+        [sys.executable, "-c", _CHILD, str(clip), every, json.dumps(analysis or {})],
         capture_output=True,
         text=True,
         env=env,
@@ -124,7 +126,11 @@ def main() -> None:
     parser.add_argument("--every", default="1s,0.2s", help="samplings, comma-separated")
     parser.add_argument("--before", type=Path, help="a checkout of the revision to compare with")
     parser.add_argument("--show", action="store_true", help="print every event's sentence")
+    parser.add_argument(
+        "--work-size", type=int, help="analyse at this long side (spotdiff video --work-size)"
+    )
     args = parser.parse_args()
+    analysis = {"work_size": args.work_size} if args.work_size is not None else None
     clips = json.loads(ANNOTATIONS.read_text())["clips"]
     trees = [("before", args.before)] if args.before else []
     trees.append(("now", REPO))
@@ -147,7 +153,7 @@ def main() -> None:
         name = entry["clip"] + ("" if entry["tuned_on"] else " (held out)")
         for every in args.every.split(","):
             for label, tree in trees:
-                events = events_of(tree, clip, every)
+                events = events_of(tree, clip, every, analysis)
                 row = score(entry["visits"], events)
                 print(
                     f"{name:42} {every:>5} {label:>6}  "
