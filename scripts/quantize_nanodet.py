@@ -1,7 +1,7 @@
 """Re-create weights/nanodet_coco_int8.onnx: the shipped detector in 8-bit integers.
 
-    pip install onnx==1.23.2 onnxruntime==1.32.0     # (any venv; the project's needs only onnx)
-    python scripts/quantize_nanodet.py [--media ../shared/media] [--out weights/nanodet_coco_int8.onnx]
+    pip install '.[export]'            # onnx 1.23.2 here, with the project's onnxruntime 1.32.0
+    python scripts/quantize_nanodet.py [--media ../shared/media] [--out weights/]
 
 From weights/nanodet_coco.onnx (scripts/convert_nanodet.sh), two steps:
 
@@ -12,8 +12,9 @@ From weights/nanodet_coco.onnx (scripts/convert_nanodet.sh), two steps:
    square of a small region run as they do in ``cv2.dnn`` (checked here against the float graph).
 2. **Static int8 quantisation, QDQ format** (onnxruntime.quantization: weights int8 per output
    channel, activations uint8, ranges from min/max over calibration inputs). Why: a pass costs
-   about half (benchmarks/detector.py), which is most of a video run's time on a 2-core machine.
-   ``cv2.dnn`` (4.x) cannot read this graph; spotdiff runs it with onnxruntime.
+   a quarter of the float graph's on ``cv2.dnn`` (benchmarks/detector.py), which was most of a
+   video run's time on a 2-core machine. ``cv2.dnn`` (4.x) cannot read this graph; spotdiff runs
+   it with onnxruntime.
 
 Calibration inputs are made exactly as spotdiff makes a pass's input (``detect.letterbox`` on
 a frame scaled to the pipeline's 640 px work size, and 224 px squares of regions), from the
@@ -22,8 +23,10 @@ one-by-one-person-detection.mp4 frames < 900: the same cut as scripts/train_ship
 so the held-out frames of benchmarks/real_pairs.py and benchmarks/visits.py's last visitors
 never set a range. The DVR-Scan clips (no licence) and the GIF (held out) are not used.
 
-Deterministic for given inputs (fixed frames and crops); prints the float-vs-int8 agreement on
-the calibration frames and the sha256 to put in weights/manifest.json.
+Deterministic for given inputs (fixed frames and crops; the shipped bytes came from the
+project's venv: OpenCV 4.14, numpy 2.4, onnx 1.23.2, onnxruntime 1.32.0 - another OpenCV
+decodes or scales the frames a little differently, and the ranges with them); prints the
+float-vs-int8 agreement and the sha256 to put in weights/manifest.json.
 """
 
 from __future__ import annotations
@@ -48,7 +51,9 @@ from spotdiff_cli.analysis.detect import (  # noqa: E402
     letterbox,
 )
 
-# The training parts of the CC BY clips (scripts/train_shipped_weights.sh holds out the rest).
+WEIGHTS = REPO / "weights"
+# The training parts of the CC BY clips (scripts/train_shipped_weights.sh holds out the rest):
+# clip -> (first frame, frame to stop before, every n-th frame).
 CLIPS = {
     "intel_car-detection.mp4": (0, 290, 12),
     "intel_one-by-one-person-detection.mp4": (0, 900, 30),
@@ -56,15 +61,9 @@ CLIPS = {
 WORK_SIDE = 640  # the video pipeline's work size (frames are scaled to this long side)
 
 
-def blob(canvas_bgr: np.ndarray) -> np.ndarray:
-    """(H, W, 3) uint8 BGR canvas -> (1, 3, H, W) float32, as ObjectDetector feeds the net."""
-    x = (canvas_bgr.astype(np.float32) - MEAN_BGR) / STD_BGR
-    return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
-
-
-def calibration_inputs(media: Path) -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    inputs = []
+def training_frames(media: Path) -> list[np.ndarray]:
+    """BGR frames of the clips' training parts at the work size."""
+    frames = []
     for clip, (start, stop, step) in CLIPS.items():
         cap = cv2.VideoCapture(str(media / clip))
         if not cap.isOpened():
@@ -77,51 +76,71 @@ def calibration_inputs(media: Path) -> list[np.ndarray]:
                 continue
             h, w = frame.shape[:2]
             scale = WORK_SIDE / max(h, w)
-            frame = cv2.resize(frame, (round(w * scale), round(h * scale)), cv2.INTER_AREA)
-            inputs.append(blob(letterbox(frame, INPUT_SIZE, square=False)[0]))
-            # A watched region (--roi, or the tracker's look around a change): a 224 square.
-            h, w = frame.shape[:2]
-            side = int(rng.integers(100, 300))
-            x, y = int(rng.integers(0, w - side)), int(rng.integers(0, h - min(side, h - 1)))
-            region = frame[y : y + side, x : x + side]
-            inputs.append(blob(letterbox(region, MIN_INPUT, square=True)[0]))
+            size = (round(w * scale), round(h * scale))
+            frames.append(cv2.resize(frame, size, interpolation=cv2.INTER_AREA))
         cap.release()
+    return frames
+
+
+def detector_blob(canvas_bgr: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 BGR canvas -> (1, 3, H, W) float32, as ObjectDetector feeds the net."""
+    x = (canvas_bgr.astype(np.float32) - MEAN_BGR) / STD_BGR
+    return np.ascontiguousarray(x.transpose(2, 0, 1)[None])
+
+
+def random_box(rng: np.random.Generator, width: int, height: int) -> tuple[int, int, int, int]:
+    """A square of 100-300 px inside the frame (clipped at the bottom when taller than it)."""
+    side = int(rng.integers(100, 300))
+    x, y = int(rng.integers(0, width - side)), int(rng.integers(0, height - min(side, height - 1)))
+    return x, y, side, min(side, height - y)
+
+
+def detector_inputs(frames: list[np.ndarray]) -> list[np.ndarray]:
+    rng = np.random.default_rng(0)
+    inputs = []
+    for frame in frames:
+        inputs.append(detector_blob(letterbox(frame, INPUT_SIZE, square=False)[0]))
+        # A watched region (--roi, or a look around a change): a 224 square.
+        x, y, w, h = random_box(rng, frame.shape[1], frame.shape[0])
+        region = frame[y : y + h, x : x + w]
+        inputs.append(detector_blob(letterbox(region, MIN_INPUT, square=True)[0]))
     return inputs
 
 
-def dynamic_copy(source: Path, target: Path) -> None:
+def free_dimensions(source: Path, target: Path) -> None:
+    """Copy ``source`` with the input's height and width and the outputs' cell counts named."""
     import onnx
 
-    model = onnx.load(str(source))
-    dims = model.graph.input[0].type.tensor_type.shape.dim
-    for dim, name in ((dims[2], "height"), (dims[3], "width")):
-        dim.ClearField("dim_value")
-        dim.dim_param = name
-    for output in model.graph.output:
+    graph = onnx.load(str(source))
+    dims = graph.graph.input[0].type.tensor_type.shape.dim
+    for index, name in ((2, "height"), (3, "width")):
+        dims[index].ClearField("dim_value")
+        dims[index].dim_param = name
+    for output in graph.graph.output:
         cells = output.type.tensor_type.shape.dim[1]
         cells.ClearField("dim_value")
-        cells.dim_param = "cells_" + output.name.split("_")[1]
-    del model.graph.value_info[:]  # shapes inferred at 416x416; recomputed by the runtime
-    onnx.checker.check_model(model)
-    onnx.save(model, str(target))
+        cells.dim_param = f"cells_{output.name}"
+    del graph.graph.value_info[:]  # shapes inferred at 416x416; recomputed at run time
+    onnx.checker.check_model(graph)
+    onnx.save(graph, str(target))
 
 
-def max_pooling(model_path: Path) -> list[str]:
-    """The max-pool and the pad before it, which stay in float.
+def kept_in_float(model_path: Path) -> list[str]:
+    """Nodes that stay in float: a max-pool and a pad with -inf in it.
 
-    TensorFlow padded the max-pool with -inf (PadV2): min/max calibration then gives that
+    TensorFlow padded NanoDet's max-pool with -inf (PadV2): min/max calibration then gives that
     tensor an infinite range and a scale of inf, and every layer after it is garbage (class
     scores off by 0.87 here). In float the pool costs nothing worth saving."""
     import onnx
     from onnx import numpy_helper
 
-    model = onnx.load(str(model_path))
-    constants = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    for node in model.graph.node:
-        if node.op_type == "Constant":
+    graph = onnx.load(str(model_path)).graph
+    constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    for node in graph.node:
+        if node.op_type == "Constant" and node.attribute[0].HasField("t"):
             constants[node.output[0]] = numpy_helper.to_array(node.attribute[0].t)
     keep = []
-    for node in model.graph.node:
+    for node in graph.node:
         if node.op_type == "MaxPool":
             keep.append(node.name)
         elif node.op_type == "Pad" and len(node.input) > 2:
@@ -136,22 +155,16 @@ def check_scales(model_path: Path) -> None:
     import onnx
     from onnx import numpy_helper
 
-    model = onnx.load(str(model_path))
-    constants = {i.name: numpy_helper.to_array(i) for i in model.graph.initializer}
-    for node in model.graph.node:
+    graph = onnx.load(str(model_path)).graph
+    constants = {i.name: numpy_helper.to_array(i) for i in graph.initializer}
+    for node in graph.node:
         if node.op_type in ("QuantizeLinear", "DequantizeLinear"):
             scale = constants[node.input[1]]
             if not (np.isfinite(scale).all() and (scale > 0).all()):
                 raise SystemExit(f"{model_path}: a bad scale {scale} on {node.input[0]}")
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--source", type=Path, default=REPO / "weights" / "nanodet_coco.onnx")
-    parser.add_argument("--media", type=Path, default=REPO.parent / "shared" / "media")
-    parser.add_argument("--out", type=Path, default=REPO / "weights" / "nanodet_coco_int8.onnx")
-    args = parser.parse_args()
-
+def quantize(source: Path, out: Path, inputs: list[np.ndarray]) -> None:
     import onnxruntime as ort
     from onnxruntime.quantization import (
         CalibrationDataReader,
@@ -161,9 +174,6 @@ def main() -> None:
     )
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    inputs = calibration_inputs(args.media)
-    print(f"calibration: {len(inputs)} inputs from the training parts of {', '.join(CLIPS)}")
-
     class Reader(CalibrationDataReader):
         def __init__(self) -> None:
             self._next = iter(inputs)
@@ -172,45 +182,57 @@ def main() -> None:
             x = next(self._next, None)
             return None if x is None else {"input": x}
 
+    print(f"{len(inputs)} calibration inputs from {', '.join(CLIPS)} (training parts)")
     with tempfile.TemporaryDirectory() as tmp:
-        dynamic = Path(tmp) / "dynamic.onnx"
-        prepared = Path(tmp) / "prepared.onnx"
-        dynamic_copy(args.source, dynamic)
-        # Check step 1 against OpenCV on the original graph: same outputs at both canvas shapes.
-        net = cv2.dnn.readNetFromONNX(str(args.source))
-        session = ort.InferenceSession(str(dynamic), providers=["CPUExecutionProvider"])
-        names = [o.name for o in session.get_outputs()]
+        free, prepared = Path(tmp) / "free.onnx", Path(tmp) / "prepared.onnx"
+        free_dimensions(source, free)
+        floating = ort.InferenceSession(str(free), providers=["CPUExecutionProvider"])
+        names = [o.name for o in floating.get_outputs()]
+        net = cv2.dnn.readNetFromONNX(str(source))
         for x in inputs[:2]:
             net.setInput(x, "input")
             worst = max(
                 float(np.abs(a - b).max())
-                for a, b in zip(session.run(names, {"input": x}), net.forward(names))
+                for a, b in zip(floating.run(names, {"input": x}), net.forward(names))
             )
-            print(f"dynamic graph vs cv2.dnn on a {x.shape[2]}x{x.shape[3]} canvas: {worst:.1e}")
+            print(f"  free-size graph vs cv2.dnn, input {tuple(x.shape)}: {worst:.1e}")
             assert worst < 1e-3, worst
-        quant_pre_process(str(dynamic), str(prepared), skip_symbolic_shape=True)
+        quant_pre_process(str(free), str(prepared), skip_symbolic_shape=True)
         quantize_static(
             str(prepared),
-            str(args.out),
+            str(out),
             Reader(),
             quant_format=QuantFormat.QDQ,
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
             per_channel=True,
-            nodes_to_exclude=max_pooling(prepared),
+            nodes_to_exclude=kept_in_float(prepared),
         )
-        check_scales(args.out)
-        quantized = ort.InferenceSession(str(args.out), providers=["CPUExecutionProvider"])
-        # How far the int8 class scores stray from the float ones (sigmoid outputs in [0, 1]).
-        errors = []
-        for x in inputs[::7]:
-            a = session.run(names[:3], {"input": x})
-            b = quantized.run(names[:3], {"input": x})
-            errors.append(max(float(np.abs(p - q).max()) for p, q in zip(a, b)))
-        print(f"int8 vs float class scores on {len(errors)} inputs: worst {max(errors):.3f}, "
-              f"median {float(np.median(errors)):.3f}")  # fmt: skip
-    digest = hashlib.sha256(args.out.read_bytes()).hexdigest()
-    print(f"{args.out}: {args.out.stat().st_size} bytes, sha256 {digest}")
+        check_scales(out)
+        quantized = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
+        sample = inputs[::7]
+        a = [floating.run(names, {"input": x}) for x in sample]
+        b = [quantized.run(names, {"input": x}) for x in sample]
+        print(f"  int8 vs float on {len(sample)} inputs: {agreement(a, b)}")
+    digest = hashlib.sha256(out.read_bytes()).hexdigest()
+    print(f"  {out}: {out.stat().st_size} bytes, sha256 {digest}")
+
+
+def agreement(a: list[np.ndarray], b: list[np.ndarray]) -> str:
+    """How far the int8 class scores (sigmoid outputs in [0, 1]) stray from the float ones."""
+    errors = [max(float(np.abs(p - q).max()) for p, q in zip(x[:3], y[:3])) for x, y in zip(a, b)]
+    return f"class scores differ by at most {max(errors):.3f} (median {np.median(errors):.3f})"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--media", type=Path, default=REPO.parent / "shared" / "media")
+    parser.add_argument("--out", type=Path, default=WEIGHTS, help="folder to write into")
+    args = parser.parse_args()
+    frames = training_frames(args.media)
+    quantize(
+        WEIGHTS / "nanodet_coco.onnx", args.out / "nanodet_coco_int8.onnx", detector_inputs(frames)
+    )
 
 
 if __name__ == "__main__":

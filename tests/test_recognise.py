@@ -157,3 +157,17 @@ def test_one_batched_forward_names_every_region_as_single_calls_do():
     )
     for a, b in zip(batched[:4], single[:4]):
         assert a.source == b.source and a.confidence == pytest.approx(b.confidence, abs=1e-4)
+
+
+def test_the_classifier_gives_opencvs_logits_on_onnxruntime():
+    """onnxruntime runs the classifier (4x faster than cv2.dnn here) crop by crop, since the
+    graph declares a batch of one: the logits of a batch are cv2.dnn's."""
+    import cv2
+
+    from spotdiff_cli.analysis import recognise
+    from spotdiff_cli.weights import resolve_weights
+
+    batch = np.random.default_rng(0).uniform(-1, 1, (3, 3, 224, 224)).astype(np.float32)
+    net = cv2.dnn.readNetFromONNX(str(resolve_weights(None, kind="classifier-onnx")))
+    net.setInput(batch)
+    np.testing.assert_allclose(recognise._classifier()(batch), net.forward(), atol=1e-3)

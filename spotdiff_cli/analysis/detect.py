@@ -44,6 +44,7 @@ import numpy as np
 
 from ..errors import InputError, ModelError
 from ..weights import resolve_weights
+from .onnx_runtime import onnxruntime_module, ort_session
 
 WEIGHTS_KIND = "detector-onnx"
 WEIGHTS_NAME = "nanodet_coco"  # float, as converted: what OpenCV runs
@@ -280,7 +281,7 @@ class ObjectDetector:
             raise InputError(
                 f"detector backend must be auto, onnxruntime or opencv, not {backend!r}"
             )
-        if backend != "opencv" and _onnxruntime() is None:
+        if backend != "opencv" and onnxruntime_module() is None:
             if backend == "onnxruntime":
                 raise ModelError(
                     "the detector's onnxruntime backend is not installed: pip install onnxruntime"
@@ -300,7 +301,9 @@ class ObjectDetector:
         self._outputs = wanted
         self._session = self._net = None
         if backend == "onnxruntime":
-            self._session = _ort_session(path, threads or 1)
+            self._session = ort_session(
+                path, threads or 1, "detector", "scripts/quantize_nanodet.py"
+            )
             names = {o.name for o in self._session.get_outputs()}
         else:
             self._net = _opencv_net(path)
@@ -426,34 +429,6 @@ class ObjectDetector:
             finally:
                 if self.threads is not None:
                     cv2.setNumThreads(before)
-
-
-def _onnxruntime():
-    """The onnxruntime module, or None where it is not installed."""
-    try:
-        import onnxruntime
-    except ImportError:
-        return None
-    return onnxruntime
-
-
-def _ort_session(path: Path, threads: int):
-    ort = _onnxruntime()
-    options = ort.SessionOptions()
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    # Idle pool threads spin for a while by default, burning the core the video pipeline's
-    # other stages need.
-    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-    options.log_severity_level = 3  # no warnings on stderr (unused initialisers and such)
-    try:
-        return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    except Exception as exc:  # onnxruntime raises its own classes (InvalidProtobuf, Fail...)
-        why = str(exc).splitlines()[0][:160] if str(exc) else type(exc).__name__
-        raise ModelError(
-            f"detector weights {path} are not a readable ONNX model ({why}): "
-            "re-fetch the file or rebuild it with scripts/quantize_nanodet.py"
-        ) from None
 
 
 def _opencv_net(path: Path):
