@@ -225,19 +225,70 @@ def test_a_local_hugging_face_lm_by_path(tmp_path: Path) -> None:
     assert decoding_permutation(6, eos=5, bos=5, pad=None) == [0, 1, 5, 3, 4, 2]
 
 
-def test_a_local_clip_vision_tower_by_path(tmp_path: Path) -> None:
+def test_a_frozen_half_precision_lm_stays_out_of_checkpoints(tmp_path: Path) -> None:
+    """``lm_dtype: bfloat16`` holds a local LM in half precision (a 7B LM: 14 GB, not 28); kept
+    frozen, the prefix still learns to steer it, and a checkpoint leaves the LM out (its folder
+    gives it back); a half-precision LM that would train is refused in one line."""
+    from spotdiff_cli.train.loop import _check_half_precision_is_frozen
+
+    words = [w for s in SENTENCES for w in s.split()]
+    vocab = make_vocab()
+    batch = make_batch(vocab)
+    # An LM that knows the sentences (a published LM knows language): fine-tuned here in
+    # float32 with a prefix, then saved like a downloaded one.
+    tuned = build(vocab, lm=str(tiny_llama(tmp_path / "random", words)))
+    fit(tuned, batch, steps=30)
+    folder = tmp_path / "llama"
+    tuned.lm.model.save_pretrained(folder)
+    tuned.lm.tokenizer.save_pretrained(folder)
+    model = build(vocab, lm=str(folder), lm_dtype="bfloat16")
+    assert {p.dtype for p in model.lm.model.parameters()} == {torch.bfloat16}
+    with pytest.raises(UsageError, match=r"freeze: \['lm\.\*'\]"):
+        _check_half_precision_is_frozen(list(model.named_parameters()), "idc")
+    model.lm.requires_grad_(False)
+    _check_half_precision_is_frozen(list(model.named_parameters()), "idc")  # frozen: fine
+    lm_before = [p.clone() for p in model.lm.model.parameters()]
+    first, last = fit(model, batch, steps=40)
+    assert last < first * 0.5, (first, last)  # a new prefix alone steers the frozen LM
+    assert all(torch.equal(a, b) for a, b in zip(lm_before, model.lm.model.parameters()))
+    model.eval()
+    said = model.generate(batch, 1)
+
+    path = save_checkpoint(tmp_path / "od.pt", model)
+    data = torch.load(path, weights_only=False)
+    assert not [k for k in data["state_dict"] if k.startswith("lm.")]
+    assert data["from_folders"] == {"lm.model.": str(folder)}
+    again, _ = load_checkpoint(path)
+    assert {p.dtype for p in again.lm.model.parameters()} == {torch.bfloat16}
+    assert again.generate(batch, 1) == said
+    # Only the parts the checkpoint names may be missing.
+    del data["state_dict"]["projector.0.weight"]
+    torch.save(data, tmp_path / "broken.pt")
+    with pytest.raises(ModelError, match="does not fit"):
+        load_checkpoint(tmp_path / "broken.pt")
+    with pytest.raises(ModelError, match="lm_dtype 'int4'"):
+        build(vocab, lm=str(folder), lm_dtype="int4")
+
+
+def tiny_clip(folder: Path, layers: int = 6) -> Path:
+    """A random CLIP vision tower (32 px images, 8 px patches), saved like a downloaded one."""
     from transformers import CLIPVisionConfig, CLIPVisionModel
 
     config = CLIPVisionConfig(
         hidden_size=16,
         intermediate_size=32,
-        num_hidden_layers=6,
+        num_hidden_layers=layers,
         num_attention_heads=2,
         image_size=32,
         patch_size=8,
     )
     torch.manual_seed(0)
-    CLIPVisionModel(config).save_pretrained(tmp_path / "clip")
+    CLIPVisionModel(config).save_pretrained(folder)
+    return folder
+
+
+def test_a_local_clip_vision_tower_by_path(tmp_path: Path) -> None:
+    tiny_clip(tmp_path / "clip")
     vocab = make_vocab()
     model = build(vocab, vision=str(tmp_path / "clip"))
     assert model.clip.level_layers == [2, 4, 6]  # L/3, 2L/3, L: 8, 16, 24 for ViT-L/14
@@ -284,3 +335,56 @@ def test_tiny_recipe_trains_captions_and_scores_through_the_console_script(
     assert [v["stage"] for v in validations] == ["cst", "idc", "idc", "idc"]
     assert validations[-1]["perplexity"] < validations[0]["perplexity"]
     caption_and_score("onediff", out / "best.pt", tmp_path, write_png, cache)
+
+
+@pytest.mark.slow
+def test_the_published_parts_recipe_trains_and_captions_with_local_folders(
+    tmp_path: Path, write_png
+) -> None:
+    """training/onediff-clevr-published.yaml's path (a local CLIP tower, a local causal LM in
+    bfloat16 frozen in both stages) through the console script, with tiny random stand-ins for
+    CLIP-L/14 and Vicuna-7B on the tiny recipe's data: it trains, its checkpoint leaves the LM
+    out and names the folder, and `spotdiff caption` loads it back from there (~1 min)."""
+    import yaml
+    from conftest import REPO, draw_box, textured_background
+
+    published = yaml.safe_load((REPO / "training/onediff-clevr-published.yaml").read_text())
+    torch.manual_seed(0)
+    tiny_clip(tmp_path / "clip", layers=3)
+    words = "the a is was car van red blue green there gone moved appeared has changed no change"
+    lm = tiny_llama(tmp_path / "llama", words.split())
+    recipe = {
+        "defaults": "onediff-tiny-cpu",
+        # The published recipe's freezing, on the tiny recipe's two stages.
+        "stages": [
+            {**stage, "freeze": published["stages"][i]["freeze"]}
+            for i, stage in enumerate(
+                yaml.safe_load((REPO / "training/onediff-tiny-cpu.yaml").read_text())["stages"]
+            )
+        ],
+        "model_config": {
+            "vision": str(tmp_path / "clip"),
+            "lm": str(lm),
+            "lm_dtype": published["model_config"]["lm_dtype"],
+        },
+    }
+    (tmp_path / "published-tiny.yaml").write_text(yaml.safe_dump(recipe))
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache"), "OMP_NUM_THREADS": "1"}
+    out = tmp_path / "run"
+    trained = run_spotdiff(
+        "train", "--model", "onediff", "--recipe", tmp_path / "published-tiny.yaml",
+        "--out", out, "--device", "cpu", "--epochs", "2", timeout=600, extra_env=cache,
+    )  # fmt: skip
+    assert trained.returncode == 0, trained.stderr
+    data = torch.load(out / "best.pt", weights_only=False)
+    assert data["from_folders"] == {"lm.model.": str(lm)}
+    assert not [k for k in data["state_dict"] if k.startswith("lm.")]
+    assert (out / "best.pt").stat().st_size < 2_000_000
+
+    before = textured_background(224, 224)
+    a = write_png("a.png", before)
+    b = write_png("b.png", draw_box(before, 40, 60, 50, 30, (200, 30, 30)))
+    said = run_spotdiff(
+        "caption", a, b, "--model", "onediff", "--weights", out / "best.pt", extra_env=cache
+    )
+    assert said.returncode == 0 and "1." in said.stdout, said.stderr

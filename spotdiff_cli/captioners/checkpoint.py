@@ -77,19 +77,48 @@ def checkpoint_dict(
             state[key] = value
         return state
 
+    state, from_folders = _without_folder_parts(model, model.state_dict())
     data = {
         "format_version": FORMAT_VERSION,
         "model": str(name),
         "config": config,
         "vocab": vocab.to_dict(),
-        "state_dict": plain(model.state_dict()),
+        "state_dict": plain(state),
         "backbone": backbone,
         "extra": dict(extra or {}),
     }
+    if from_folders:
+        data["from_folders"] = from_folders
     finetuned = getattr(model, "finetuned_backbone", None)
     if finetuned is not None:
         data["backbone_state_dict"] = plain(finetuned[0].state_dict())
     return data
+
+
+def _without_folder_parts(
+    model: Any, state: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, str]]:
+    """``state`` without what the model rebuilds from a local folder and did not train.
+
+    A model that loads a part from a folder (OneDiff's ``lm: PATH``: a 7B LM is 14-28 GB) says
+    so in ``folder_parts()`` -> {state-dict prefix: folder}. Under such a prefix, a frozen
+    parameter and every buffer are left out: the folder gives them back when the checkpoint is
+    loaded. A parameter that trained stays in. Returns the state and the prefixes actually
+    left out, with their folders (the checkpoint records them; loading allows exactly those
+    keys to be missing)."""
+    parts = getattr(model, "folder_parts", None)
+    parts = parts() if callable(parts) else {}
+    if not parts:
+        return state, {}
+    trained = {name for name, p in model.named_parameters() if p.requires_grad}
+    kept, left = {}, {}
+    for key, value in state.items():
+        prefix = next((p for p in parts if key.startswith(p)), None)
+        if prefix is not None and key not in trained:
+            left[prefix] = parts[prefix]
+            continue
+        kept[key] = value
+    return kept, left
 
 
 def save_checkpoint(
@@ -223,6 +252,20 @@ def resolve_checkpoint(name_or_path: str | Path | None, model: str | None = None
     return resolve_weights(None if name_or_path is None else str(name_or_path), kind=model)
 
 
+def _load_state(model: Any, data: dict[str, Any]) -> None:
+    """``load_state_dict``, strict but for the parts the checkpoint says come from folders."""
+    from_folders = data.get("from_folders") or {}
+    if not from_folders:
+        model.load_state_dict(data["state_dict"], strict=True)
+        return
+    result = model.load_state_dict(data["state_dict"], strict=False)
+    missing = [k for k in result.missing_keys if not k.startswith(tuple(from_folders))]
+    if result.unexpected_keys or missing:
+        raise RuntimeError(
+            f"unexpected keys {result.unexpected_keys[:3]}, missing keys {missing[:3]}"
+        )
+
+
 def load_checkpoint(
     path: str | Path | None, device: str = "cpu", model: str | None = None
 ) -> tuple[Any, dict[str, Any]]:
@@ -241,7 +284,7 @@ def load_checkpoint(
         raise ModelError(f"{path} holds a '{data['model']}' model, not '{model}'")
     model = _rebuild(path, data, device)
     try:
-        model.load_state_dict(data["state_dict"], strict=True)
+        _load_state(model, data)
     except (
         RuntimeError,
         TypeError,

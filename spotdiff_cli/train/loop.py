@@ -220,6 +220,7 @@ def enter_stage(run: Run, state: RunState) -> None:
     stage = run.stage
     named = named_parameters(run.model, run.backbone)
     frozen = freeze_parameters(named, stage.freeze, run.trainable)
+    _check_half_precision_is_frozen(named, stage.name)
     run.objectives = dict(stage.objectives)
     run.model.set_training_stage(stage.name, dict(stage.objectives), dict(stage.model_options))
     needs_grad = {n for n, p in named if p.requires_grad}
@@ -425,6 +426,21 @@ def run_result(
 
 # ------------------------------------------------------------------------------------------------
 # non-gradient models, and small helpers
+
+
+def _check_half_precision_is_frozen(
+    named: list[tuple[str, torch.nn.Parameter]], stage: str
+) -> None:
+    """Weights held in float16/bfloat16 (OneDiff's ``lm_dtype``) are for a frozen part: Adam's
+    updates are mostly below a half-precision weight's resolution, so they would not train."""
+    half = [n for n, p in named if p.requires_grad and p.dtype in (torch.float16, torch.bfloat16)]
+    if half:
+        first = half[0].split(".")[0]
+        raise UsageError(
+            f"stage '{stage}' would train {len(half)} half-precision parameter tensor(s) "
+            f"({half[0]}, ...): freeze them in every stage (freeze: ['{first}.*']) or load them "
+            "in float32 (lm_dtype: float32)"
+        )
 
 
 def _fit_once(

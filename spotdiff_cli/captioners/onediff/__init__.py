@@ -42,6 +42,9 @@ _DEFAULTS: dict[str, Any] = {
     "vdm_width": 256,  # BERT-base's 768 in the paper; a CPU budget here
     "vdm_heads": 4,
     "lm": "",  # "" = a GPT-2-shaped LM trained from scratch; a path = a local HF causal LM
+    # How a local LM's weights are held: bfloat16 / float16 halve a 7B LM's 28 GB to 14 GB,
+    # for an LM kept frozen (half-precision weights do not train well; the run refuses it).
+    "lm_dtype": "float32",
     "lm_width": 256,  # the scratch LM's d_model
     "lm_layers": 4,
     "lm_heads": 4,
@@ -50,6 +53,8 @@ _DEFAULTS: dict[str, Any] = {
     "cst_max_len": 60,  # words of a coupled sample's concatenated description
     "repetition_guard": 3,  # decoding: no word twice in a row, no 3-gram twice
 }
+LM_DTYPES = ("float32", "bfloat16", "float16")
+
 # Tiny variant for tests: a step on CPU in milliseconds.
 _TINY: dict[str, Any] = {
     "level_pool": 4,
@@ -87,6 +92,10 @@ def check_config(name: str, config: dict[str, Any]) -> None:
             "level_channels: give one channel count per level"
         )
     check_multiples(name, config, (("vdm_width", "vdm_heads"), ("lm_width", "lm_heads")))
+    if str(config.get("lm_dtype", "float32")) not in LM_DTYPES:
+        raise ModelError(
+            f"'{name}': lm_dtype {config['lm_dtype']!r} is not one of {', '.join(LM_DTYPES)}"
+        )
     if int(config["delta_tokens"]) < 1 or int(config["vdm_layers"]) < 1:
         raise ModelError(f"'{name}' needs at least one delta token and one VDM layer")
 
@@ -96,7 +105,7 @@ FAMILY = LearnedFamily(
     default_config,
     check_config,
     # Added after the first checkpoints; a config without it reads as the behaviour of that time.
-    later=("repetition_guard",),
+    later=("repetition_guard", "lm_dtype"),
 )
 
 

@@ -110,19 +110,27 @@ class ScratchLM(nn.Module):
 
 
 class HuggingFaceLM(nn.Module):
-    """A local Hugging Face causal LM and its tokenizer (module docstring)."""
+    """A local Hugging Face causal LM and its tokenizer (module docstring).
+
+    dtype: how its weights are held (``"float32"``, ``"bfloat16"``, ``"float16"``). Half
+    precision is for a frozen LM: the visual prefix stays float32 and is cast on the way in,
+    the logits are cast back to float32 for the loss and the decoding.
+    """
 
     kind = "huggingface"
 
-    def __init__(self, path: str, vocab: Vocabulary) -> None:
+    def __init__(self, path: str, vocab: Vocabulary, dtype: str = "float32") -> None:
         super().__init__()
+        self.dtype = getattr(torch, dtype)
 
         def load(folder: str) -> tuple[Any, Any]:
             from transformers import AutoModelForCausalLM, AutoTokenizer
 
             tokenizer = AutoTokenizer.from_pretrained(folder, local_files_only=True)
+            # Straight into ``dtype`` (transformers 5 builds the model empty and fills it from
+            # the files): a 7B LM never passes through a 28 GB float32 copy.
             model = AutoModelForCausalLM.from_pretrained(
-                folder, local_files_only=True, dtype=torch.float32
+                folder, local_files_only=True, dtype=self.dtype
             )
             return tokenizer, model
 
@@ -150,10 +158,13 @@ class HuggingFaceLM(nn.Module):
         return int(self.perm.shape[0])
 
     def embed(self, ids: Tensor) -> Tensor:
-        return self.model.get_input_embeddings()(ids)
+        """(N, T) ids -> (N, T, width) float32 embeddings (cast up from a half-precision LM, so
+        they join the float32 visual prefix)."""
+        return self.model.get_input_embeddings()(ids).float()
 
     def logits(self, embeds: Tensor) -> Tensor:
-        return self.model(inputs_embeds=embeds).logits
+        """(N, T, width) embeddings -> (N, T, vocab) float32 logits."""
+        return self.model(inputs_embeds=embeds.to(self.dtype)).logits.float()
 
     def to_decoding(self, ids: Tensor) -> Tensor:
         """Logits or ids over this LM's ids -> the decoding's permuted order (last dimension)."""
@@ -248,7 +259,7 @@ def _pad(rows: list[list[int]], pad: int) -> tuple[Tensor, Tensor]:
 def build_lm(config: dict[str, Any], vocab: Vocabulary) -> ScratchLM | HuggingFaceLM:
     """The LM a config asks for: ``lm`` empty -> :class:`ScratchLM`, else a local folder."""
     if str(config.get("lm", "")).strip():
-        return HuggingFaceLM(str(config["lm"]), vocab)
+        return HuggingFaceLM(str(config["lm"]), vocab, str(config.get("lm_dtype", "float32")))
     return ScratchLM(
         vocab,
         int(config["lm_width"]),

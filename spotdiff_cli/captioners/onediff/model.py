@@ -334,6 +334,13 @@ class OneDiffCaptioner(GradientCaptioner):
             "losses": losses,
         }
 
+    def folder_parts(self) -> dict[str, str]:
+        """What the checkpoint may leave out when it did not train: a local LM's weights come
+        back from its folder (``captioners/checkpoint.py``)."""
+        if isinstance(self.lm, ScratchLM):
+            return {}
+        return {"lm.model.": str(self.config["lm"])}
+
     # -- inference ------------------------------------------------------------------------------
     def decode_step(self, tokens: Tensor, prefix: Tensor) -> tuple[Tensor, Tensor]:
         """The step function of ``captioners/decoding.py``: tokens so far (N, t) in decoding ids,
