@@ -456,3 +456,22 @@ def test_both_commands_work_in_the_light_install(night, tmp_path):
     assert json.loads(found.stdout)["results"][0]["id"] == 3
     said = run_spotdiff("summary", night, extra_env=env)
     assert said.returncode == 0 and "came and went" in said.stdout, said.stderr
+
+
+def test_places_are_read_off_the_track_as_well_as_the_words():
+    """ "drove off to the bottom" names the edge the lorry crossed; its last box was in the
+    lower right, so "leaving at the lower right" finds it."""
+    from spotdiff_cli.report.search import _matches, parse_query, track_places
+
+    lorry = {
+        "text": "a car appeared near the bottom centre and drove off to the bottom",
+        "kind": "visited",
+        "noun": "car",
+        "track": [[3.0, 560, 500, 120, 100], [5.0, 1000, 560, 200, 160]],
+    }
+    assert track_places(lorry, (1280, 720)) == "from the bottom centre to the lower right"
+    assert track_places(lorry, None) == "" and track_places({"text": ""}, (1280, 720)) == ""
+    wanted, _ = parse_query("a lorry leaving at the lower right")
+    words = lambda: set(lorry["text"].split())  # noqa: E731
+    assert "place" in _matches(lorry, wanted, words, (1280, 720))
+    assert "place" not in _matches(lorry, wanted, words)  # the words alone do not say it

@@ -260,3 +260,29 @@ def test_the_trail_of_gone_changes_of_someone_walking_out_stays_theirs():
     watcher.tracker.update(1.0, [Sighting(1.0, (449, 50, 149, 349), "person", 0.8)])
     (alone,) = watcher.explain([change(1.2, "disappeared", (674, 370, 94, 58))], 1.2, 1.0, None)
     assert alone.track is None  # no trail after a checkpoint: a change there is its own
+
+
+def test_a_change_that_holds_several_detected_things_is_not_one_object():
+    """Dense traffic merges into one change cluster; named "a truck" by the pixel analysis it
+    was followed as one object that "stayed in the centre" for a whole motorway clip. A change
+    holding two or more of the detector's boxes is a group, not a sighting; one holding none
+    (a car from above the detector missed) still is."""
+    import numpy as np
+
+    from spotdiff_cli.analysis.detect import Detection as Box
+
+    class Cars:
+        def detect(self, pixels, region=None, min_score=0.0):
+            return [Box((100, 100, 30, 20), "car", 0.6), Box((200, 110, 30, 20), "car", 0.6)]
+
+    watcher = ObjectWatcher(W, H, 1.0, look_every=1.0, detector=Cars())
+    pixels = np.zeros((H, W, 3), np.uint8)
+    group = Detection(
+        1.0, 0.0, Sentence("a large truck appeared", kind="appeared"), (80, 90, 200, 60), "truck"
+    )
+    lone = Detection(
+        1.0, 0.0, Sentence("a car appeared", kind="appeared"), (400, 300, 60, 40), "car"
+    )
+    look = watcher.look(1.0, pixels, [group, lone])
+    boxes = sorted(t.sightings[-1].box for t in look.seen)
+    assert boxes == [(100, 100, 30, 20), (200, 110, 30, 20), (400, 300, 60, 40)], boxes

@@ -37,6 +37,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..atomic import atomic_write_bytes
+from ..captioners.words import region_name
 from ..errors import UsageError
 from ..frames.timecode import parse_time
 from ..weights import user_cache_dir
@@ -370,6 +371,7 @@ class _Row:
     source: str
     event: dict[str, Any]
     texts: list[int] = field(default_factory=list)  # rows of the report's text matrix
+    size: tuple[int, int] | None = None  # the source's width and height, where the report says
     _words: set[str] | None = None
 
     def words(self) -> set[str]:
@@ -396,11 +398,15 @@ def _family(nouns: Iterable[str]) -> set[str]:
 
 
 def _matches(
-    e: dict[str, Any], filters: Filters, words: Callable[[], set[str]]
+    e: dict[str, Any],
+    filters: Filters,
+    words: Callable[[], set[str]],
+    size: tuple[int, int] | None = None,
 ) -> dict[str, float]:
     """The soft filter groups the event meets, each 1 (fully) or 0.5 (a noun of the same
     family: the query's "lorry" on an event the detector called a bus). words: the event's
-    words, made when first needed (most of the time of a search over a large report)."""
+    words, made when first needed (most of the time of a search over a large report). size:
+    the source's (width, height), to read places off the event's track as well as its words."""
     met: dict[str, float] = {}
     noun = e.get("noun") or ""
     if filters.nouns:
@@ -416,10 +422,24 @@ def _matches(
     if filters.kinds and _kinds(e) & filters.kinds:
         met["kind"] = 1.0
     if filters.places:
-        said = " ".join(event_texts(e)).lower()
+        said = " ".join([*event_texts(e), track_places(e, size)]).lower()
         if all(_place_pattern(p).search(said) for p in filters.places):
             met["place"] = 1.0
     return met
+
+
+def track_places(e: dict[str, Any], size: tuple[int, int] | None) -> str:
+    """Where a tracked event's object was first and last seen, in the grid words of the
+    sentences ("from the bottom centre to the lower right"), or "".
+
+    A sentence names one place per clause and the edge an object crossed ("drove off to the
+    bottom"), so "leaving at the lower right" missed a lorry whose last box was there; the
+    track's boxes ([time, x, y, w, h] in source pixels) say it whatever the wording."""
+    track = e.get("track") or []
+    if size is None or not track:
+        return ""
+    first, last = (region_name(tuple(b[1:5]), *size) for b in (track[0], track[-1]))
+    return f"from the {first} to the {last}"
 
 
 def _offset(e: dict[str, Any], point: TimePoint, key: str) -> float | None:
@@ -538,7 +558,9 @@ def _report_texts(report: ReportFolder) -> tuple[list[str], list[_Row]]:
     rows = []
     for index, s in enumerate(report.data.get("sources") or [], 1):
         for e in s.get("events") or []:
-            row = _Row(report, index, s["source"], e)
+            info = s.get("info") or {}
+            size = (int(info["width"]), int(info["height"])) if info.get("width") else None
+            row = _Row(report, index, s["source"], e, size=size)
             row.texts = [texts.setdefault(t, len(texts)) for t in event_texts(e)]
             rows.append(row)
     return list(texts), rows
@@ -583,7 +605,7 @@ def search(
         if q is not None and encoder is not None:
             sims = text_vectors(report, texts, encoder) @ q
         named = any(soft.groups().values())
-        mets = [_matches(r.event, soft, r.words) if named else {} for r in rows]
+        mets = [_matches(r.event, soft, r.words, r.size) if named else {} for r in rows]
         if soft.order:  # "the last car": the latest (or first) of what the query names, per source
             for index in {r.source_index for r in rows}:
                 named = [

@@ -264,6 +264,12 @@ class ObjectWatcher:
                 continue
             if any(box_iou(change.bbox, s.box) > 0.2 for s in sightings):
                 continue
+            # A change holding two or more things the detector found is a group - dense
+            # traffic merged into one cluster - not one object: named "a truck" and followed,
+            # it became a phantom that "stayed in the centre" for a whole motorway clip.
+            where = tuple(v / self.scale for v in change.bbox)
+            if sum(_covered(d.box, where) >= 0.8 for d in found) >= 2:
+                continue
             confidence = float(change.sentence.details.get("recognition_confidence", 0.5))
             sightings.append(Sighting(time, change.bbox, label, min(confidence, 0.6)))
         seen, ended = self.tracker.update(time, _one_per_object(sightings))
