@@ -187,7 +187,9 @@ class Filters:
     after: TimePoint | None = None
     before: TimePoint | None = None
     sources: tuple[str, ...] = ()
-    order: str | None = None  # "first" or "last": the query asks for the earliest or latest
+    # "first" / "last": the query asks for the earliest or latest; "longest" / "shortest": the
+    # longest or shortest stay (the summary names the longest; an operator asks for it)
+    order: str | None = None
 
     def groups(self) -> dict[str, frozenset[str]]:
         return {
@@ -320,13 +322,7 @@ def parse_query(query: str) -> tuple[Filters, str]:
     # A bare "left" is a departure ("a car left"), not a place.
     if re.search(r"\bleft\b", rest):
         kinds |= {"left", "disappeared", "visited", "passed"}
-    order = (
-        "last"
-        if re.search(r"\b(?:last|latest|final)\b", lower)
-        else "first"
-        if re.search(r"\b(?:first|earliest)\b", lower)
-        else None
-    )
+    order = next((name for name, pattern in _ORDER_WORDS if re.search(pattern, lower)), None)
     filters = Filters(
         order=order,
         kinds=frozenset(kinds),
@@ -426,6 +422,23 @@ def _matches(
         if all(_place_pattern(p).search(said) for p in filters.places):
             met["place"] = 1.0
     return met
+
+
+# Superlatives a query may ask for, first match wins ("the last car", "who stayed the longest").
+_ORDER_WORDS = (
+    ("longest", r"\b(?:longest|long(?:est)? stay)\b"),
+    ("shortest", r"\b(?:shortest|briefest|quickest)\b"),
+    ("last", r"\b(?:last|latest|final)\b"),
+    ("first", r"\b(?:first|earliest)\b"),
+)
+_ORDER_PICK = {"first": min, "last": max, "longest": max, "shortest": min}
+
+
+def _order_key(e: dict[str, Any], order: str) -> float:
+    """What a superlative compares: an event's start, or its length for a stay."""
+    if order in ("longest", "shortest"):
+        return float(e["end"]) - float(e["start"])
+    return float(e["start"])
 
 
 def track_places(e: dict[str, Any], size: tuple[int, int] | None) -> str:
@@ -614,8 +627,8 @@ def search(
                     if r.source_index == index and (not soft.nouns or "noun" in mets[i])
                 ]
                 if named:
-                    pick = (max if soft.order == "last" else min)(
-                        named, key=lambda i: float(rows[i].event["start"])
+                    pick = _ORDER_PICK[soft.order](
+                        named, key=lambda i: _order_key(rows[i].event, soft.order)
                     )
                     mets[pick]["order"] = 1.0
         for r, met in zip(rows, mets):
