@@ -286,3 +286,25 @@ def test_a_change_that_holds_several_detected_things_is_not_one_object():
     look = watcher.look(1.0, pixels, [group, lone])
     boxes = sorted(t.sightings[-1].box for t in look.seen)
     assert boxes == [(100, 100, 30, 20), (200, 110, 30, 20), (400, 300, 60, 40)], boxes
+
+
+def test_an_event_covers_every_moment_its_story_tells():
+    """A car parked from the start whose first explained change comes at 13 s (it drives off):
+    its card must not start at 13 s while its text says "from the start" (the motorway clip
+    had such a card)."""
+    from spotdiff_cli.timeline.tracks import Moment, TrackStory
+
+    builder = EventBuilder("cam.mp4", W, H, merge_distance=0.08, merge_gap=1)
+    gone = Detection(13.0, 12.0, Sentence("the car in the centre is gone", kind="disappeared"),
+                     (300, 200, 60, 40), "car", track=1)  # fmt: skip
+    events = builder.add(13, [gone], time=13.0, live_tracks={1})
+    track = Track(1, [Sighting(float(t), (300, 200, 60, 40), "car", 0.8) for t in range(1, 14)])
+    told = "a car was in the centre from the start and was gone from the centre 12 s later"
+    story = TrackStory("left", told, "car", (Moment(1.0, 1.0, told, "present"),
+                                              Moment(13.0, 13.0, told, "disappeared")))  # fmt: skip
+    builder.tell(track, story)
+    events += builder.finish()
+    (car,) = events
+    assert car.text == told
+    assert car.start <= 1.0 and car.end >= 13.0, (car.start, car.end)
+    assert car.track[0][0] == 1.0

@@ -472,6 +472,20 @@ class EventBuilder:
         noun = item.noun()
         if item.story is not None:
             story = item.story
+            # The card covers every moment its text tells: "a car was in the centre from the
+            # start" on a card from 00:00:13 contradicted itself (the track was seen from 1 s
+            # and explained no change before 13 s, where the event's first change was).
+            if story.moments:
+                told = (
+                    min(seen[0], *(m.start for m in story.moments)),
+                    max(seen[1], *(m.end for m in story.moments)),
+                )
+                if told != seen:
+                    seen = told
+                    start = max(0.0, seen[0] - self.pad_before)
+                    end = seen[1] + self.pad_after
+                    if self.duration:
+                        end = max(seen[1], min(end, self.duration))
             return Event(
                 id=number,
                 source=self.source,
