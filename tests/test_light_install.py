@@ -17,7 +17,7 @@ from pathlib import Path
 
 import cv2
 import pytest
-from conftest import draw_box, textured_background
+from conftest import draw_box, media, textured_background
 from console import REPO, one_error_line, run_python, run_spotdiff
 from test_video import write_video
 
@@ -122,6 +122,30 @@ def test_video_never_imports_torch(light, inputs, tmp_path):
     events = json.loads((out / "timeline.json").read_text())["sources"][0]["events"]
     assert len(events) == 1
     assert _attempts(light) == []
+
+
+def test_video_finds_a_person_where_onnxruntime_is_not_installed(tmp_path):
+    """Where onnxruntime has no wheel, OpenCV runs the float detector and classifier: the
+    room clip's first visitor is still one person event (its first 22 s at 1 s)."""
+    clip = media("intel_one-by-one-person-detection.mp4")
+    site = tmp_path / "no-ort"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(
+        BLOCKER.replace(f"BLOCKED = {EXTRA_ONLY!r}", f"BLOCKED = {(*EXTRA_ONLY, 'onnxruntime')!r}")
+    )
+    log = tmp_path / "imports.log"
+    log.touch()
+    out = tmp_path / "timeline"
+    env = {"PYTHONPATH": str(site), "SPOTDIFF_TEST_IMPORT_LOG": str(log)}
+    proc = run_spotdiff(
+        "video", clip, "--every", "1s", "--end", "22s", "--out", out, timeout=300, extra_env=env
+    )
+    assert proc.returncode == 0, proc.stderr
+    events = json.loads((out / "timeline.json").read_text())["sources"][0]["events"]
+    # One person event (told as "arrived" or "visited": the clip is cut 2 s after she left).
+    assert [e["noun"] for e in events] == ["person"], events
+    assert events[0]["start"] <= 7 and events[0]["kind"] in ("arrived", "visited")
+    assert "onnxruntime" in log.read_text().split()  # it was asked for, and was absent
 
 
 @pytest.mark.parametrize("args", [("--version",), ("--help",), ("models",), ("caption", "--help")])
