@@ -486,3 +486,19 @@ def test_the_longest_and_the_shortest_stay_are_superlatives_like_first_and_last(
     report = load_report(night)
     assert ids(search([report], "the person who stayed the longest", mode="filters"))[0] == 4
     assert ids(search([report], "the person with the shortest stay", mode="filters"))[0] == 1
+
+
+def test_a_crowded_scene_says_its_stays_are_traffic():
+    """With four or more followed things in view at once a track can pass from one vehicle to
+    another between looks (the motorway's "a car parked ... is still there"): the summary says
+    to read its stays as traffic. With two, as on the car park, it says nothing of the kind."""
+    crowded = [
+        event(i, i, 20 + i, f"a car drove in from the bottom #{i}", "arrived", "car")
+        for i in range(1, 6)
+    ]
+    said = " ".join(c.text for c in summarise([(".", timeline(crowded))]).sources[0].claims)
+    assert "five cars in view at once" in said
+    assert "read the stays and what is still there at the end as traffic" in said
+    assert "not as single cars" in said
+    calm = summarise([(".", timeline(crowded[:2]))]).sources[0].claims
+    assert not any("traffic" in c.text for c in calm)

@@ -239,6 +239,10 @@ def _visits(out: SourceSummary, tracked: list[dict[str, Any]], refs: Callable) -
     out.claims.append(Claim("visits", text, refs([e])))
 
 
+# In view at once, from this many on the tracker's stays are read as traffic (see _busiest).
+CROWDED = 4
+
+
 def _busiest(
     out: SourceSummary, tracked: list[dict[str, Any]], events: list[dict[str, Any]], refs: Callable
 ) -> None:
@@ -267,13 +271,18 @@ def _busiest(
         wall = together[0].get("wall_start")
         if wall:  # a live stream: the moment as a wall-clock time
             at = _wall_plus(wall, best[1] - _seen(together[0])[0])
-        out.claims.append(
-            Claim(
-                "busiest",
-                f"Busiest at {at}, for {_duration(until - best[1])}: {what} in view at once.",
-                refs(sorted(together, key=lambda e: e["id"])),
+        text = f"Busiest at {at}, for {_duration(until - best[1])}: {what} in view at once."
+        if best[0] >= CROWDED:
+            noun = nouns.most_common(1)[0][0]
+            # Dense traffic: boxes of different vehicles a look apart are closer than one
+            # vehicle's own move, and a track can carry on with the wrong one (the motorway
+            # clip had "a car parked at 00:00:03 is still there"). Say so, once, here.
+            text += (
+                " With this many in view, a track can pass from one to another between looks:"
+                " read the stays and what is still there at the end as traffic, not as single"
+                f" {PLURALS.get(noun, noun + 's')}."
             )
-        )
+        out.claims.append(Claim("busiest", text, refs(sorted(together, key=lambda e: e["id"]))))
         return
     if len(events) < 3:
         return
