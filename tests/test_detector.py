@@ -272,3 +272,14 @@ def test_a_small_region_is_not_blown_up_to_the_full_input():
     assert D.fitted_size((360, 640)) == 416
     assert D.fitted_size((416, 200)) == 416
     assert D.fitted_size((360, 640), largest=320) == 320
+
+
+def test_the_float_graph_by_name_runs_where_it_can():
+    """The float graph declares 416x416, which onnxruntime enforces (a frame's 416x256 canvas
+    would fail there): asked for by name it runs on OpenCV, and onnxruntime by force says why."""
+    frame = video_frame(ROOM, PERSON_FRAME)
+    det = D.ObjectDetector(D.WEIGHTS_NAME)
+    assert det.backend == "opencv"
+    assert any(d.label == "person" for d in det.detect(frame))
+    with pytest.raises(ModelError, match="fixed input size"):
+        D.ObjectDetector(D.WEIGHTS_NAME, backend="onnxruntime")

@@ -281,6 +281,7 @@ class ObjectDetector:
             raise InputError(
                 f"detector backend must be auto, onnxruntime or opencv, not {backend!r}"
             )
+        asked_for_onnxruntime = backend == "onnxruntime"
         if backend != "opencv" and onnxruntime_module() is None:
             if backend == "onnxruntime":
                 raise ModelError(
@@ -304,6 +305,18 @@ class ObjectDetector:
             self._session = ort_session(
                 path, threads or 1, "detector", "scripts/quantize_nanodet.py"
             )
+            if _fixed_size(self._session) and not asked_for_onnxruntime:
+                # The float graph as converted declares 416x416, which onnxruntime holds
+                # it to (a 16:9 frame's 416x256 canvas would fail); OpenCV does not.
+                self._session, backend = None, "opencv"
+                self.backend = backend
+            elif _fixed_size(self._session):
+                raise ModelError(
+                    f"detector weights {path} declare a fixed input size, so onnxruntime "
+                    "cannot run the detector's canvases: use the free-size graph of "
+                    "scripts/quantize_nanodet.py, or backend='opencv'"
+                )
+        if backend == "onnxruntime":
             names = {o.name for o in self._session.get_outputs()}
         else:
             self._net = _opencv_net(path)
@@ -429,6 +442,12 @@ class ObjectDetector:
             finally:
                 if self.threads is not None:
                     cv2.setNumThreads(before)
+
+
+def _fixed_size(session) -> bool:
+    """Whether an onnxruntime session's input declares a fixed height and width."""
+    shape = session.get_inputs()[0].shape
+    return len(shape) == 4 and all(isinstance(v, int) for v in shape[2:])
 
 
 def _opencv_net(path: Path):
