@@ -31,6 +31,7 @@ with a lock.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from collections.abc import Sequence
@@ -252,10 +253,12 @@ class ObjectDetector:
             half the float pass's time, the same boxes on the benchmarks of ``docs/video.md``),
             ``weights/nanodet_coco.onnx`` with OpenCV (which cannot read the int8 graph).
             Found by :func:`~spotdiff_cli.weights.resolve_weights`.
-        threads: threads for one forward pass. ``None``: one with onnxruntime (a pass is small,
-            and the video pipeline runs it beside its other stages; a second thread gains ~30 %
-            on an idle machine and loses it back on a busy one), OpenCV's default with
-            ``cv2.dnn``, where ``cv2.setNumThreads`` is process-wide and set around each pass.
+        threads: threads for one forward pass. ``None``: two with onnxruntime (or one on a
+            one-core machine; idle pool threads do not spin): a caption's pass takes 13 ms
+            instead of 18, and the video rows of ``benchmarks/video.py`` measured the same
+            with one or two (the pass runs beside the pipeline's other stages there);
+            OpenCV's default with ``cv2.dnn``, where ``cv2.setNumThreads`` is process-wide and
+            set around each pass.
         backend: ``"auto"`` (onnxruntime when it is installed, else OpenCV), ``"onnxruntime"``
             or ``"opencv"``.
 
@@ -303,7 +306,7 @@ class ObjectDetector:
         self._session = self._net = None
         if backend == "onnxruntime":
             self._session = ort_session(
-                path, threads or 1, "detector", "scripts/quantize_nanodet.py"
+                path, threads or _ORT_THREADS, "detector", "scripts/quantize_nanodet.py"
             )
             if _fixed_size(self._session) and not asked_for_onnxruntime:
                 # The float graph as converted declares 416x416, which onnxruntime holds
@@ -442,6 +445,10 @@ class ObjectDetector:
             finally:
                 if self.threads is not None:
                     cv2.setNumThreads(before)
+
+
+# onnxruntime's threads for one pass (ObjectDetector's ``threads=None``).
+_ORT_THREADS = min(2, os.cpu_count() or 1)
 
 
 def _fixed_size(session) -> bool:
