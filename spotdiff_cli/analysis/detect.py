@@ -31,7 +31,6 @@ with a lock.
 from __future__ import annotations
 
 import hashlib
-import os
 import re
 import threading
 from collections.abc import Sequence
@@ -45,7 +44,7 @@ import numpy as np
 
 from ..errors import InputError, ModelError
 from ..weights import resolve_weights
-from .onnx_runtime import onnxruntime_module, ort_session
+from .onnx_runtime import DEFAULT_THREADS, onnxruntime_module, ort_session
 
 WEIGHTS_KIND = "detector-onnx"
 WEIGHTS_NAME = "nanodet_coco"  # float, as converted: what OpenCV runs
@@ -253,12 +252,9 @@ class ObjectDetector:
             half the float pass's time, the same boxes on the benchmarks of ``docs/video.md``),
             ``weights/nanodet_coco.onnx`` with OpenCV (which cannot read the int8 graph).
             Found by :func:`~spotdiff_cli.weights.resolve_weights`.
-        threads: threads for one forward pass. ``None``: two with onnxruntime (or one on a
-            one-core machine; idle pool threads do not spin): a caption's pass takes 13 ms
-            instead of 18, and the video rows of ``benchmarks/video.py`` measured the same
-            with one or two (the pass runs beside the pipeline's other stages there);
-            OpenCV's default with ``cv2.dnn``, where ``cv2.setNumThreads`` is process-wide and
-            set around each pass.
+        threads: threads for one forward pass. ``None``: ``onnx_runtime.DEFAULT_THREADS`` (two,
+            and why) with onnxruntime; OpenCV's default with ``cv2.dnn``, where
+            ``cv2.setNumThreads`` is process-wide and set around each pass.
         backend: ``"auto"`` (onnxruntime when it is installed, else OpenCV), ``"onnxruntime"``
             or ``"opencv"``.
 
@@ -306,7 +302,7 @@ class ObjectDetector:
         self._session = self._net = None
         if backend == "onnxruntime":
             self._session = ort_session(
-                path, threads or _ORT_THREADS, "detector", "scripts/quantize_nanodet.py"
+                path, threads or DEFAULT_THREADS, "detector", "scripts/quantize_nanodet.py"
             )
             if _fixed_size(self._session) and not asked_for_onnxruntime:
                 # The float graph as converted declares 416x416, which onnxruntime holds
@@ -445,10 +441,6 @@ class ObjectDetector:
             finally:
                 if self.threads is not None:
                     cv2.setNumThreads(before)
-
-
-# onnxruntime's threads for one pass (ObjectDetector's ``threads=None``).
-_ORT_THREADS = min(2, os.cpu_count() or 1)
 
 
 def _fixed_size(session) -> bool:

@@ -6,10 +6,17 @@ Both also run on ``cv2.dnn``, so a platform without an onnxruntime wheel still w
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from types import ModuleType
 
 from ..errors import ModelError
+
+# Threads for one pass of either network: two (one on a one-core machine). A 720p caption's
+# detector pass takes 13 ms instead of 18 and its classifier crops 10 instead of 17; the video
+# rows of benchmarks/video.py measured the same with one or two (the passes run beside the
+# pipeline's other stages there, and idle pool threads do not spin: ort_session).
+DEFAULT_THREADS = min(2, os.cpu_count() or 1)
 
 
 def onnxruntime_module() -> ModuleType | None:
