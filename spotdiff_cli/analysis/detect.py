@@ -295,31 +295,35 @@ class ObjectDetector:
         path = resolve_weights(str(weights), kind=WEIGHTS_KIND)
         wanted = [f"cls_{s}" for s in STRIDES] + [f"dist_{s}" for s in STRIDES]
         self.path = path
-        self.backend = backend
         self.threads = threads
         self.input_size = input_size
         self._outputs = wanted
-        self._session = self._net = None
+        session = None
         if backend == "onnxruntime":
-            self._session = ort_session(
-                path, threads or DEFAULT_THREADS, "detector", "scripts/quantize_nanodet.py"
+            session = ort_session(
+                path,
+                threads or DEFAULT_THREADS,
+                "detector",
+                "scripts/convert_nanodet.sh (float) or scripts/quantize_nanodet.py (int8)",
             )
-            if _fixed_size(self._session) and not asked_for_onnxruntime:
-                # The float graph as converted declares 416x416, which onnxruntime holds
-                # it to (a 16:9 frame's 416x256 canvas would fail); OpenCV does not.
-                self._session, backend = None, "opencv"
-                self.backend = backend
-            elif _fixed_size(self._session):
-                raise ModelError(
-                    f"detector weights {path} declare a fixed input size, so onnxruntime "
-                    "cannot run the detector's canvases: use the free-size graph of "
-                    "scripts/quantize_nanodet.py, or backend='opencv'"
-                )
-        if backend == "onnxruntime":
-            names = {o.name for o in self._session.get_outputs()}
-        else:
-            self._net = _opencv_net(path)
-            names = set(self._net.getUnconnectedOutLayersNames())
+            if _fixed_size(session):
+                if asked_for_onnxruntime:
+                    raise ModelError(
+                        f"detector weights {path} declare a fixed input size, so onnxruntime "
+                        "cannot run the detector's canvases: use the free-size graph of "
+                        "scripts/quantize_nanodet.py, or backend='opencv'"
+                    )
+                # The float graph as converted declares 416x416, which onnxruntime holds it
+                # to (a 16:9 frame's 416x256 canvas would fail); OpenCV does not.
+                session, backend = None, "opencv"
+        self.backend = backend
+        self._session = session
+        self._net = _opencv_net(path) if session is None else None
+        names = (
+            {o.name for o in session.get_outputs()}
+            if session is not None
+            else set(self._net.getUnconnectedOutLayersNames())
+        )
         if not set(wanted) <= names:
             raise ModelError(
                 f"detector weights {path} lack the outputs {sorted(set(wanted) - names)}: "

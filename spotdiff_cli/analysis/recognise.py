@@ -2,7 +2,7 @@
 
 The grounded captioner calls :func:`recognise` once per salient cluster. It must stay cheap and
 torch-free, because the default ``spotdiff caption`` has to answer in well under a second and
-importing torch alone takes longer. Two recognisers, both plain OpenCV:
+importing torch alone takes longer. Two recognisers, neither needing torch:
 
 - **people**: OpenCV's HOG + linear-SVM pedestrian detector (Dalal & Triggs 2005,
   ``cv2.HOGDescriptor_getDefaultPeopleDetector``). It sees upright people whose window is at
@@ -10,8 +10,9 @@ importing torch alone takes longer. Two recognisers, both plain OpenCV:
   the box is ``_HOG_BOX_HEIGHT`` px tall. It is skipped for boxes much wider than tall.
 - **vehicles and animals**: the efficientnet-lite0 ImageNet classifier exported to ONNX
   (``weights/efficientnet_lite0_imagenet.onnx``, see ``scripts/export_classifier.py``) run by
-  onnxruntime (or, where it is absent, ``cv2.dnn``) on a padded square crop. ImageNet has no "car" class but ten kinds of car, so the
-  softmax probabilities of the classes in each group of :data:`IMAGENET_GROUPS` are summed.
+  onnxruntime (or, where it is absent, ``cv2.dnn``) on a padded square crop. ImageNet has no
+  "car" class but ten kinds of car, so the softmax probabilities of the classes in each group
+  of :data:`IMAGENET_GROUPS` are summed.
 
 The higher of the two confidences wins, if it reaches ``min_confidence``, with two refinements
 measured on the Intel clips: HOG's "person" is ignored when the classifier sees a vehicle (HOG

@@ -465,6 +465,15 @@ class EventBuilder:
             ds = [d for d in ds if d.sentence.kind != SEEN] or ds  # the changes it explained
         first = ds[0]
         seen = (first.time, max(d.time for d in ds))
+        if item.story is not None and item.story.moments:
+            # The card covers every moment its text tells: "a car was in the centre from the
+            # start" on a card from 00:00:13 contradicted itself (the track was seen from 1 s
+            # and explained no change before 13 s, where the event's first change was).
+            moments = item.story.moments
+            seen = (
+                min(seen[0], *(m.start for m in moments)),
+                max(seen[1], *(m.end for m in moments)),
+            )
         start = max(0.0, seen[0] - self.pad_before)
         end = seen[1] + self.pad_after
         if self.duration:
@@ -472,20 +481,6 @@ class EventBuilder:
         noun = item.noun()
         if item.story is not None:
             story = item.story
-            # The card covers every moment its text tells: "a car was in the centre from the
-            # start" on a card from 00:00:13 contradicted itself (the track was seen from 1 s
-            # and explained no change before 13 s, where the event's first change was).
-            if story.moments:
-                told = (
-                    min(seen[0], *(m.start for m in story.moments)),
-                    max(seen[1], *(m.end for m in story.moments)),
-                )
-                if told != seen:
-                    seen = told
-                    start = max(0.0, seen[0] - self.pad_before)
-                    end = seen[1] + self.pad_after
-                    if self.duration:
-                        end = max(seen[1], min(end, self.duration))
             return Event(
                 id=number,
                 source=self.source,
