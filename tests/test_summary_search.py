@@ -237,6 +237,9 @@ def test_the_query_names_nouns_colours_kinds_places_and_times():
     assert f.nouns == {"person"} and "left" in f.kinds and f.places == {"to the bottom"}
     assert (f.after.seconds, f.before.seconds) == (10, 120)
     assert parse_query("vehicles")[0].nouns >= {"car", "truck", "bus"}
+    # A silver car is written "white" in the sun and "grey" in the shade.
+    assert parse_query("a silver car")[0].colours == {"grey", "white"}
+    assert filters_from_flags(colours=["silver"]).colours == {"grey", "white"}
 
 
 def ids(hits) -> list[int]:

@@ -26,7 +26,15 @@ from ..geometry import box_iou
 from ..types import Analysis, CameraMotion, Cluster, Sentence
 from .base import Captioner, DescribeOptions, Hint
 from .registry import register_model
-from .words import article, colour_name, noun_phrase, region_name, region_phrase, size_word
+from .words import (
+    article,
+    colour_name,
+    noun_phrase,
+    region_name,
+    region_phrase,
+    scene_cast,
+    size_word,
+)
 
 # A cluster is "like its surroundings" in one image and "unlike" in the other when the two
 # inpainting residuals differ by this factor and by this many Lab units (chosen on synthetic rectangles and
@@ -223,8 +231,9 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
         event=event,
         contrast_before=c_before,
         contrast_after=c_after,
-        colour_before=colour_name(crop_b[object_b]),
-        colour_after=colour_name(raw_after[object_a]),
+        # Each frame's own cast: a camera's white balance can drift between the two.
+        colour_before=colour_name(crop_b[object_b], cast=scene_cast(before)),
+        colour_after=colour_name(raw_after[object_a], cast=scene_cast(analysis.pair.after.pixels)),
         lab_before=med_b if object_b is measured_b else _lab_median(lab_b, object_b),
         lab_after=med_a if object_a is measured_a else _lab_median(lab_a, object_a),
         box_before=box_before,

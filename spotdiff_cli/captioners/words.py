@@ -58,6 +58,48 @@ _HUE_LIMITS = np.array([5, 20, 33, 85, 128, 150, 170, 181])
 _HUE_NAMES = np.array(["red", "orange", "yellow", "green", "blue", "purple", "pink", "red"])
 
 
+# A scene's colour cast, read off the pixels that are nearly grey (asphalt, walls, concrete):
+# pixels of Lab chroma below _NEUTRAL_CHROMA and lightness within _NEUTRAL_LIGHTNESS (sky and
+# black shadows left out). The motorway clip's asphalt reads b* = -11 all day, so every car on
+# it, white, black or red, was named "blue" (or "pink"); the car park and the bundled examples
+# read within 1 of grey. A cast is corrected only when such pixels cover _NEUTRAL_SHARE of the
+# frame (else the "grey" ones are more likely a coloured scene's pale parts: the room clip's
+# 0.19) and it is at least _MIN_CAST away from grey; at most _MAX_CAST (a coloured floor is
+# not a cast).
+_NEUTRAL_CHROMA = 20.0
+_NEUTRAL_LIGHTNESS = (15.0, 85.0)
+_NEUTRAL_SHARE = 0.3
+_MIN_CAST = 4.0
+_MAX_CAST = 15.0
+
+
+def scene_cast(frame: np.ndarray) -> tuple[float, float]:
+    """The colour cast of a whole frame ((H, W, 3) uint8 RGB) as an offset on Lab's (a*, b*)
+    plane, to take off an object's pixels before naming their colour; (0, 0) when the frame
+    has no clear cast. Read on every 8th pixel of every 8th row (a frame's cast is smooth)."""
+    sample = np.ascontiguousarray(frame[::8, ::8])
+    lab = cv2.cvtColor(sample, cv2.COLOR_RGB2LAB).reshape(-1, 3).astype(np.float32)
+    lightness = lab[:, 0] * (100.0 / 255.0)
+    a, b = lab[:, 1] - 128.0, lab[:, 2] - 128.0
+    low, high = _NEUTRAL_LIGHTNESS
+    neutral = (np.hypot(a, b) < _NEUTRAL_CHROMA) & (lightness > low) & (lightness < high)
+    if neutral.mean() < _NEUTRAL_SHARE:
+        return 0.0, 0.0
+    cast_a, cast_b = float(np.median(a[neutral])), float(np.median(b[neutral]))
+    if not _MIN_CAST <= float(np.hypot(cast_a, cast_b)) <= _MAX_CAST:
+        return 0.0, 0.0
+    return cast_a, cast_b
+
+
+def _uncast(pixels: np.ndarray, cast: tuple[float, float]) -> np.ndarray:
+    """(N, 3) uint8 RGB with the scene's cast taken off (on Lab's a*, b*), as uint8 RGB."""
+    lab = cv2.cvtColor(pixels.reshape(-1, 1, 3), cv2.COLOR_RGB2LAB).astype(np.float32)
+    lab[..., 1] -= cast[0]
+    lab[..., 2] -= cast[1]
+    lab = np.clip(np.rint(lab), 0, 255).astype(np.uint8)
+    return cv2.cvtColor(lab, cv2.COLOR_LAB2RGB).reshape(-1, 3)
+
+
 def pixel_colour_names(pixels: np.ndarray) -> np.ndarray:
     """Name the colour of every pixel: (N, 3) uint8 RGB -> (N,) str among black, white, grey,
     brown and the hue names."""
@@ -74,14 +116,19 @@ def pixel_colour_names(pixels: np.ndarray) -> np.ndarray:
     return np.where(val < 50, "black", names)
 
 
-def colour_name(pixels: np.ndarray, min_share: float = 0.45) -> str:
+def colour_name(
+    pixels: np.ndarray, min_share: float = 0.45, cast: tuple[float, float] = (0.0, 0.0)
+) -> str:
     """The colour word for a region's pixels (N, 3) uint8 RGB: the most common pixel colour
     name, or "" when no single colour covers ``min_share`` of the pixels (a striped or
-    multi-coloured thing has no honest one-word colour)."""
+    multi-coloured thing has no honest one-word colour). cast: the frame's colour cast
+    (``scene_cast``), taken off first."""
     pixels = pixels.reshape(-1, 3)
     if pixels.shape[0] == 0:
         return ""
-    pixels = pixels[:: max(1, pixels.shape[0] // 4000)]
+    pixels = np.ascontiguousarray(pixels[:: max(1, pixels.shape[0] // 4000)], dtype=np.uint8)
+    if cast != (0.0, 0.0):
+        pixels = _uncast(pixels, cast)
     names, counts = np.unique(pixel_colour_names(pixels), return_counts=True)
     best = int(np.argmax(counts))
     return str(names[best]) if counts[best] >= min_share * counts.sum() else ""

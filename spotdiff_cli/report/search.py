@@ -96,6 +96,16 @@ COLOURS = {
     "brown": "brown",
     "dark": "black",
 }
+# Words that name more than one of the report's colours: a silver car reads white in the sun
+# and grey in the shade (the car park's silver car is "white"; the motorway's, "grey").
+COLOUR_ALSO = {"silver": frozenset({"white"})}
+
+
+def colours_named(word: str) -> frozenset[str]:
+    """The report's colour names a query word stands for ("silver" -> grey and white)."""
+    return frozenset({COLOURS[word]}) | COLOUR_ALSO.get(word, frozenset())
+
+
 # Query words -> the event kinds (the event's or one of its sentences') they name.
 KIND_WORDS = {
     "parked": {"parked", "stayed"},
@@ -327,7 +337,7 @@ def parse_query(query: str) -> tuple[Filters, str]:
         order=order,
         kinds=frozenset(kinds),
         nouns=frozenset(nouns),
-        colours=frozenset(COLOURS[w] for w in words if w in COLOURS),
+        colours=frozenset(c for w in words if w in COLOURS for c in colours_named(w)),
         places=frozenset(places),
         after=after,
         before=before,
@@ -691,7 +701,7 @@ def filters_from_flags(
             raise UsageError(
                 f"--colour {c!r}: use one of {', '.join(sorted(set(COLOURS.values())))}"
             )
-        colour_set.add(COLOURS[word])
+        colour_set |= colours_named(word)
     return Filters(
         kinds=frozenset(k.strip().lower() for k in kinds),
         nouns=frozenset(noun_set),

@@ -32,7 +32,7 @@ import numpy as np
 from ..analysis.detect import CAR_SIZE, NOUNS, TOP_VIEW_CAR
 from ..captioners.base import Hint
 from ..captioners.grounded import hint_for
-from ..captioners.words import colour_name, region_phrase
+from ..captioners.words import colour_name, region_phrase, scene_cast
 from ..geometry import box_iou
 from ..types import Analysis, BBox, Detection, Sentence
 from .events import SEEN
@@ -245,6 +245,7 @@ class ObjectWatcher:
         moving = [
             tuple(v / self.scale for v in c.bbox) for c in changes or () if c.bbox is not None
         ]
+        cast = scene_cast(pixels) if found else (0.0, 0.0)
         for d in found:
             if d.label in NOUNS and d.score < MIN_SCORE:
                 continue
@@ -256,7 +257,7 @@ class ObjectWatcher:
             box = (round(x * s), round(y * s), round(w * s), round(h * s))
             # The middle half of the box: the thing itself, little of the road around it.
             middle = pixels[y + h // 4 : y + h - h // 4, x + w // 4 : x + w - w // 4]
-            sightings.append(Sighting(time, box, label, d.score, colour_name(middle)))
+            sightings.append(Sighting(time, box, label, d.score, colour_name(middle, cast=cast)))
         for change in changes or ():
             label = _CHANGE_NOUNS.get(change.noun)
             # "The person in the centre is gone" names where someone was, not is.
