@@ -70,6 +70,24 @@ def test_a_noun_is_the_tracks_majority_not_one_vote():
     assert story.kind == "parked" and "still there at the end" in story.text
 
 
+def test_a_weak_sighting_continues_a_track_but_never_starts_one():
+    """ByteTrack's second association: a lorry leaving by the frame's edge scores below the
+    threshold that starts a track, yet it is the same lorry."""
+    tracker = ObjectTracker()
+    lorry = [Sighting(float(i), (400 + 60 * i, 150, 90, 90), "bus", 0.5) for i in range(3)]
+    assert tracker.update(0.0, [], weak=[dataclasses.replace(lorry[0], score=0.35)]) == ([], [])
+    assert not tracker.live  # weak alone: nothing followed
+    tracker.update(1.0, [lorry[1]])
+    far = Sighting(2.0, (20, 300, 40, 40), "car", 0.35)  # too far from where the lorry goes
+    person = Sighting(2.0, (530, 150, 90, 90), "person", 0.35)  # not a vehicle
+    weak = [far, person, dataclasses.replace(lorry[2], score=0.35)]
+    seen, _ = tracker.update(2.0, [], weak=weak)
+    (track,) = seen
+    assert [s.time for s in track.sightings] == [1.0, 2.0] and tracker.reportable(track)
+    assert [s.box for s in track.sightings][-1] == lorry[2].box
+    assert len(tracker.live) == 1  # neither the far car nor the person became a track
+
+
 def test_count_phrases():
     assert count_phrase("person", 1) == "a person"
     assert count_phrase("person", 2) == "two people"

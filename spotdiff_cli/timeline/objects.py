@@ -241,14 +241,12 @@ class ObjectWatcher:
         detector = self._detector or default_detector()
         self.last_look = time
         found = detector.detect(pixels, region=self.region, min_score=MIN_TOP_VIEW_SCORE)  # type: ignore[attr-defined]
-        sightings = []
+        sightings, weak = [], []
         moving = [
             tuple(v / self.scale for v in c.bbox) for c in changes or () if c.bbox is not None
         ]
         cast = scene_cast(pixels) if found else (0.0, 0.0)
         for d in found:
-            if d.label in NOUNS and d.score < MIN_SCORE:
-                continue
             label = self._named(d.label, d.box, pixels, moving, active)
             if label is None:
                 continue
@@ -257,7 +255,10 @@ class ObjectWatcher:
             box = (round(x * s), round(y * s), round(w * s), round(h * s))
             # The middle half of the box: the thing itself, little of the road around it.
             middle = pixels[y + h // 4 : y + h - h // 4, x + w // 4 : x + w - w // 4]
-            sightings.append(Sighting(time, box, label, d.score, colour_name(middle, cast=cast)))
+            sighting = Sighting(time, box, label, d.score, colour_name(middle, cast=cast))
+            # Below MIN_SCORE a thing the detector names may only continue a track (a car
+            # from above, named by its size and motion, is judged by _named alone).
+            (weak if d.label in NOUNS and d.score < MIN_SCORE else sightings).append(sighting)
         for change in changes or ():
             label = _CHANGE_NOUNS.get(change.noun)
             # "The person in the centre is gone" names where someone was, not is.
@@ -273,7 +274,9 @@ class ObjectWatcher:
                 continue
             confidence = float(change.sentence.details.get("recognition_confidence", 0.5))
             sightings.append(Sighting(time, change.bbox, label, min(confidence, 0.6)))
-        seen, ended = self.tracker.update(time, _one_per_object(sightings))
+        kept = _one_per_object(sightings)
+        weak = [w for w in _one_per_object(weak) if all(box_iou(w.box, k.box) < 0.6 for k in kept)]
+        seen, ended = self.tracker.update(time, kept, weak)
         for track in ended:
             if track.id in self.visible:
                 self.visible.discard(track.id)

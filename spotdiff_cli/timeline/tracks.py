@@ -313,9 +313,18 @@ class ObjectTracker:
         """Seen often enough to be an object, not one false detection."""
         return len(track.sightings) >= self.min_hits
 
-    def update(self, time: float, sightings: list[Sighting]) -> tuple[list[Track], list[Track]]:
+    def update(
+        self, time: float, sightings: list[Sighting], weak: list[Sighting] = ()
+    ) -> tuple[list[Track], list[Track]]:
         """One look at the scene at ``time``. Returns (the tracks seen at this look, the tracks
-        that ended with it); each sighting belongs to at most one track."""
+        that ended with it); each sighting belongs to at most one track.
+
+        weak: sightings the detector scored too low to start a track, offered afterwards to
+        the tracks this look's confident sightings did not continue (ByteTrack's second
+        association, Zhang et al. 2022): an object turning, half hidden or leaving by the
+        frame's edge scores lower for a look or two, and without them its track ends a look
+        early or, for a lorry that crosses the view in three looks, never has the two
+        sightings it needs. A weak sighting never starts a track."""
         from .norfair_import import import_norfair
 
         NorfairDetection = import_norfair().Detection
@@ -346,6 +355,7 @@ class ObjectTracker:
             self._tracks[ours].sightings.append(detection.data)
             self._missed[ours] = 0
             seen.append(self._tracks[ours])
+        seen += self._continue_weakly(time, weak)
         alive = {obj.id for obj in self._tracker.tracked_objects if obj.id is not None}
         for obj_id, ours in list(self._of_object.items()):
             track = self._tracks[ours]
@@ -357,6 +367,41 @@ class ObjectTracker:
                 del self._missed[ours]
         return seen, ended
 
+    def _continue_weakly(self, time: float, weak: list[Sighting]) -> list[Track]:
+        """Give each weak sighting to the unmatched track whose predicted box is nearest (within
+        the tracker's reach, of the same family), closest pairs first. norfair does not see
+        these: its object only coasts on its prediction, as for a missed look."""
+        if not weak:
+            return []
+        waiting = {
+            obj.id: obj
+            for obj in self._tracker.tracked_objects
+            if obj.id in self._of_object
+            and self._tracks[self._of_object[obj.id]].sightings[-1].time != time
+        }
+        pairs = []
+        for i, sighting in enumerate(weak):
+            x, y, w, h = sighting.box
+            points = _Points(np.array([[x, y], [x + w, y + h]], dtype=float))
+            for obj_id, obj in waiting.items():
+                if obj.label != _family(sighting.label):
+                    continue
+                distance = _box_distance(points, obj)
+                if distance < self._tracker.distance_threshold:
+                    pairs.append((distance, i, obj_id))
+        continued: list[Track] = []
+        used: set[int] = set()
+        for _, i, obj_id in sorted(pairs):
+            if i in used or obj_id not in waiting:
+                continue
+            track = self._tracks[self._of_object[obj_id]]
+            track.sightings.append(weak[i])
+            self._missed[track.id] = 0
+            continued.append(track)
+            used.add(i)
+            del waiting[obj_id]
+        return continued
+
     def finish(self) -> list[Track]:
         """The source ended: every track still followed ends."""
         ended = list(self._tracks.values())
@@ -364,6 +409,13 @@ class ObjectTracker:
         self._of_object.clear()
         self._missed.clear()
         return ended
+
+
+@dataclass(frozen=True)
+class _Points:
+    """A box as norfair's detections carry it, for ``_box_distance``: [[x0, y0], [x1, y1]]."""
+
+    points: np.ndarray
 
 
 def _box_distance(detection, tracked) -> float:
