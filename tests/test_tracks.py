@@ -88,6 +88,20 @@ def test_a_weak_sighting_continues_a_track_but_never_starts_one():
     assert len(tracker.live) == 1  # neither the far car nor the person became a track
 
 
+def test_a_vehicle_track_does_not_go_on_with_a_much_smaller_box_a_person_track_does():
+    """A change of size counts twice as much against a vehicle's match as a person's: a
+    lorry's box does not shrink to a fifth of its width between looks, and a person's may
+    (sitting down behind a table, stepping behind someone)."""
+    for label, continues in (("truck", False), ("person", True)):
+        tracker = ObjectTracker()
+        for i in range(2):
+            tracker.update(float(i), [Sighting(float(i), (400, 150, 150, 150), label, 0.6)])
+        small = Sighting(2.0, (465, 195, 30, 30), label, 0.6)  # a fifth as wide, inside
+        seen, _ = tracker.update(2.0, [small])
+        (track,) = seen
+        assert (len(track.sightings) == 3) is continues, label
+
+
 def test_count_phrases():
     assert count_phrase("person", 1) == "a person"
     assert count_phrase("person", 2) == "two people"
