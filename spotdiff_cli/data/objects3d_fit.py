@@ -33,6 +33,9 @@ MATERIAL_FEATURES = {  # name: enters as its logarithm?
     "edge_p90": True,
     "top_over_bottom": True,
     "vgrad": False,
+    "ratio_iqr": True,
+    "dark_share": False,
+    "light_cv": True,
 }
 SHAPE_FEATURES = {
     name: False
