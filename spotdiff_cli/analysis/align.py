@@ -19,6 +19,11 @@ from .memo import memoised
 # About this many pixels are compared per candidate shift: enough for a stable minimum at any
 # resolution, few enough that 169 candidates cost a few milliseconds.
 _SAMPLES_PER_SHIFT = 40_000
+# The coarse level only has to land within a pixel of the minimum that the fine level then
+# refines: a quarter of the samples (every other pixel of the half-size image) found the same
+# final shift on all 275 pairs of the room, car-park and motorway clips (every 5th frame, 640
+# px, the default range of 6), and the search took 5.3-5.7 ms a pair instead of 6.9-7.9.
+_COARSE_SAMPLES = 10_000
 # Squared differences (in robust-sigma units) above this count as "changed content" at any shift.
 _TRUNCATE = 4.0
 # Shifts smaller than this (pixels) are treated as no shift: resampling would only blur.
@@ -45,14 +50,19 @@ def _parabola_offset(left: float, centre: float, right: float) -> float:
 
 
 def _scores(
-    a: np.ndarray, b: np.ndarray, centre: tuple[int, int], radius: int, margin: int
+    a: np.ndarray,
+    b: np.ndarray,
+    centre: tuple[int, int],
+    radius: int,
+    margin: int,
+    samples: int = _SAMPLES_PER_SHIFT,
 ) -> np.ndarray:
     """Truncated mean squared difference of ``a`` shifted by every (dx, dy) within ``radius`` of
     ``centre`` against ``b``, on a sub-sampled grid that stays ``margin`` px inside both images.
     Returns (2r+1, 2r+1) scores indexed [dy, dx]."""
     h, w = b.shape
     cx, cy = centre
-    stride = max(1, int(np.sqrt((h - 2 * margin) * (w - 2 * margin) / _SAMPLES_PER_SHIFT)))
+    stride = max(1, int(np.sqrt((h - 2 * margin) * (w - 2 * margin) / samples)))
     ref = b[margin : h - margin : stride, margin : w - margin : stride]
     scores = np.empty((2 * radius + 1, 2 * radius + 1), dtype=np.float64)
     for iy, dy in enumerate(range(cy - radius, cy + radius + 1)):
@@ -92,7 +102,7 @@ def search_shift(before: np.ndarray, after: np.ndarray, max_shift: int) -> Align
         half_m = (m + 1) // 2
         a2 = cv2.resize(a, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
         b2 = cv2.resize(b, (w // 2, h // 2), interpolation=cv2.INTER_AREA)
-        coarse = _scores(a2, b2, (0, 0), half_m, half_m + 1)
+        coarse = _scores(a2, b2, (0, 0), half_m, half_m + 1, _COARSE_SAMPLES)
         iy, ix = np.unravel_index(int(np.argmin(coarse)), coarse.shape)
         centre = (
             int(np.clip(2 * (ix - half_m), -m + 1, m - 1)),
