@@ -766,6 +766,13 @@ def _name_sizes(objects: list[SceneObject]) -> None:
     holds both (scales more than 1.6x apart), the widest gap between scales splits them (the
     camera's height, which scales all of them alike, cancels); else each is compared with the
     prior ``_LARGE_SCALE``."""
+    threshold = _size_threshold(objects)
+    for o in objects:
+        o.size = "large" if o.scale > threshold else "small"
+
+
+def _size_threshold(objects: list[SceneObject]) -> float:
+    """The scale between small and large in one view (see ``_name_sizes``)."""
     scales = sorted(o.scale for o in objects if o.whole)
     threshold = _LARGE_SCALE
     if len(scales) >= 2 and scales[-1] > 1.6 * scales[0]:
@@ -773,8 +780,7 @@ def _name_sizes(objects: list[SceneObject]) -> None:
         ratio, i = max(gaps)
         if ratio > 1.35:
             threshold = math.sqrt(scales[i] * scales[i + 1])
-    for o in objects:
-        o.size = "large" if o.scale > threshold else "small"
+    return threshold
 
 
 # ----------------------------------------------------------------------------------------------
@@ -1043,6 +1049,10 @@ _SURE_NOT = 0.2
 # from the camera, 40 px and more near it) and the other view shows floor both where it was and
 # where it is.
 _MOVED = 0.04
+# ... this many times as far when the object touches another in both views (see
+# compare_objects: on the tuning renders, such objects "moved" by 24-36 px five times, in pairs
+# where a neighbour was added, dropped or moved, and truly moved by less than 38 px once).
+_HIDDEN_FOOT = 2.0
 # An object is gone (or new) only when the other view shows floor where the camera puts it:
 # less than this share of its outline's pixels there look like it (its colour, or for a grey
 # one: dark or sharp-edged).
@@ -1061,6 +1071,10 @@ _EXPLAINED = 0.5
 # A matched object that looks this much bigger (log of its area ratio over the scene's) in one
 # view than in the other may hold a neighbour merged with it there.
 _SWALLOWED = 0.3
+# A merged object's piece beyond its partner's outline (grown by _MERGE_SLACK px: the camera's
+# fit and the objects' parallax) is an object of its own when it is at least this share of it.
+_MERGE_SLACK = 3
+_MERGED_SHARE = 0.25
 # What is left unmatched is an arrival or a departure only when it is the size of a CLEVR
 # object: its scale (width over distance below the horizon) at least this (small objects measure
 # 0.087-0.18 on the tuning renders, large 0.18-0.34; slivers of an object a neighbour hides, a
@@ -1151,6 +1165,78 @@ def _objectness(maps: _Maps, region: np.ndarray) -> float:
     return float(_object_pixels(maps)[region].mean()) if region.any() else 0.0
 
 
+def _split_merged(
+    before: list[SceneObject],
+    after: list[SceneObject],
+    fit: CameraFit,
+    maps_before: _Maps,
+    maps_after: _Maps,
+    growth: float,
+    size: tuple[int, int],
+) -> None:
+    """Two objects of one colour that touch in one view are found there as one; in the other
+    view they may stand apart, or one of them may have moved or gone. For each matched pair,
+    what one view's object holds beyond its partner's outline (brought over by the camera,
+    grown by a few pixels) becomes an object of its own in that view, when it is the size of
+    a CLEVR object and the pair's areas disagree by more than the camera explains; the object
+    it was cut from is named again without it. ``before`` and ``after`` gain the pieces at
+    their ends (the pair indices stay valid)."""
+    w, h = size
+    horizon = _horizon(w, h)
+    grow = np.ones((2 * _MERGE_SLACK + 1, 2 * _MERGE_SLACK + 1), np.uint8)
+    forward = fit.matrix[:2].astype(np.float64)
+    backward = np.linalg.inv(fit.matrix)[:2].astype(np.float64)
+    for i, j in fit.pairs:
+        grew = math.log(after[j].area / max(before[i].area, 1) / growth)
+        if abs(grew) < _SWALLOWED:
+            continue
+        if grew < 0:  # the before object holds more
+            views, k, partner, warp, maps = before, i, after[j], backward, maps_before
+            others, there = after, forward
+        else:
+            views, k, partner, warp, maps = after, j, before[i], forward, maps_after
+            others, there = before, backward
+        whole = views[k]
+        # The partner's outline turned and zoomed as the camera does, its foot on the whole's
+        # foot (the pair agrees with the camera; an object's top stands off the floor, where
+        # the floor's map would misplace it by its parallax).
+        linear = warp[:, :2]
+        shift = np.array(whole.contact) - linear @ np.array(partner.contact)
+        onto = np.column_stack((linear, shift))
+        brought = cv2.warpAffine(
+            partner.mask.astype(np.uint8), onto, (w, h), flags=cv2.INTER_NEAREST
+        )
+        rest = whole.mask & ~(cv2.dilate(brought, grow) > 0)
+        rest = cv2.morphologyEx(rest.astype(np.uint8), cv2.MORPH_OPEN, np.ones((5, 5), np.uint8))
+        pieces = _components(rest > 0, max(20, int(_MIN_OBJECT * w * h)))
+        if not pieces:
+            continue
+        piece = max(pieces, key=lambda p: int(p.sum()))
+        if piece.sum() < _MERGED_SHARE * whole.area:
+            continue
+        cut = _describe(maps, piece, whole.mask, horizon)
+        kept = _describe(maps, whole.mask & ~piece, whole.mask, horizon)
+        # Objects of two colours touching were split by colour already: a piece of another
+        # colour is a metal's reflection of a neighbour.
+        if cut is None or kept is None or not _SMALLEST <= cut.scale <= _BIGGEST:
+            continue
+        if cut.colour != whole.colour:
+            continue
+        # ... and so is a piece that the other view holds as an object of another colour (a
+        # metal's top mirroring the dark world, found there as a grey object of its own).
+        place = cv2.warpAffine(piece.astype(np.uint8), there, (w, h), flags=cv2.INTER_NEAREST) > 0
+        unlike = np.zeros((h, w), bool)
+        for o in others:
+            if o.colour != whole.colour:
+                unlike |= o.mask
+        if place.any() and unlike[place].mean() >= _EXPLAINED:
+            continue
+        cut.size = "large" if cut.scale > _size_threshold(views) else "small"
+        kept.size = whole.size
+        views[k] = kept
+        views.append(cut)
+
+
 def compare_objects(
     before: list[SceneObject],
     after: list[SceneObject],
@@ -1163,11 +1249,13 @@ def compare_objects(
     docstring, step 3), most confident first."""
     place = _SAME_PLACE * max(size)
     inverse = np.linalg.inv(fit.matrix)
+    # How much bigger the camera's move makes an object look (its area, after over before).
+    growth = float(np.median([after[j].area / max(before[i].area, 1) for i, j in fit.pairs] or [1]))
+    before, after = list(before), list(after)
+    _split_merged(before, after, fit, maps_before, maps_after, growth, size)
     changes: list[ObjectChange] = []
     left_b = set(range(len(before)))
     left_a = set(range(len(after)))
-    # How much bigger the camera's move makes an object look (its area, after over before).
-    growth = float(np.median([after[j].area / max(before[i].area, 1) for i, j in fit.pairs] or [1]))
     for i, j in fit.pairs:
         left_b.discard(i)
         left_a.discard(j)
@@ -1268,14 +1356,19 @@ def compare_objects(
         if i not in left_b or j not in left_a or cost > 2:
             continue
         gap = float(np.hypot(*(predicted(i) - after[j].contact)))
-        if gap <= _MOVED * max(size):
+        # An object that touches another in both views may have its foot hidden in one of them
+        # (and an object a change uncovered or covered is such): its contact point is less
+        # sure, so it moved only by twice as far, and the move ranks below an arrival or a
+        # departure, which may be what uncovered it.
+        hidden = not (before[i].whole or after[j].whole)
+        if gap <= _MOVED * max(size) * (_HIDDEN_FOOT if hidden else 1.0):
             # The same object where the camera puts it, give or take its outline.
             left_b.discard(i)
             left_a.discard(j)
         elif _vacated(i, j):
             left_b.discard(i)
             left_a.discard(j)
-            changes.append(ObjectChange("moved", before[i], after[j], "", 0.95))
+            changes.append(ObjectChange("moved", before[i], after[j], "", 0.85 if hidden else 0.95))
     # Left over: gone or new, when the other view shows floor where it stood.
     for i in sorted(left_b):
         region = region_after(i)
