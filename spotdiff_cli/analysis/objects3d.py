@@ -1328,6 +1328,12 @@ def compare_objects(
         return bool(covering.any()) and float(matched[covering].mean()) >= _EXPLAINED
 
     def _vacated(i: int, j: int) -> bool:
+        """Both views show floor where the other has the object: its old place in the after
+        view and its new place in the before view (each mostly inside that view: a place
+        the camera turned away from shows nothing either way)."""
+        old, new = region_after(i), region_before(j)
+        if old.sum() < _IN_VIEW * before[i].area or new.sum() < _IN_VIEW * after[j].area:
+            return False
         return gone_from(i, but=after[j].mask) and new_at(j, but=before[i].mask)
 
     # The same place, another colour: repainted. (Closest pairs first.)
