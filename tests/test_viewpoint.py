@@ -390,6 +390,40 @@ def test_objects_added_removed_and_repainted_while_the_camera_moved():
     assert repainted.changes[0].subject.colour == "red" and repainted.changes[0].new == "purple"
 
 
+def test_a_sliver_or_an_object_the_camera_left_behind_is_no_change():
+    from spotdiff_cli.analysis.objects3d import analyse_objects
+
+    before = _scene(_OBJECTS)
+    # A piece narrower than half a CLEVR object (a neighbour hides the rest, a metal mirrors
+    # it) left unmatched is not an arrival; one of an object's size is.
+    sliver = analyse_objects(before, _scene(_moved(_OBJECTS + [("purple", 420, 250, 8)]), seed=1))
+    assert sliver is not None and sliver.changes == []
+    whole = analyse_objects(before, _scene(_moved(_OBJECTS + [("purple", 420, 250, 16)]), seed=1))
+    assert [(c.event, c.subject.colour) for c in whole.changes] == [("appeared", "purple")]
+    # An object at the right edge that the camera's move carries out of the after view did
+    # not go: the view shows nothing where it stood.
+    edge = _OBJECTS + [("purple", 462, 200, 14)]
+    left = analyse_objects(_scene(edge), _scene(_moved(edge), seed=1))
+    assert left is not None and left.changes == [] and len(left.camera.pairs) == 5
+
+
+def test_two_objects_of_one_colour_found_as_one_are_cut_apart():
+    from spotdiff_cli.analysis.objects3d import analyse_objects, segment_objects
+
+    # A second red ball touching the first: one red object in the before view.
+    touching = _OBJECTS + [("red", 150, 165, 16)]
+    before = _scene(touching)
+    assert [o.colour for o in segment_objects(before)].count("red") == 1
+    # Dropped: what the merged object holds beyond the remaining ball is gone (it was read
+    # as the red object moving, the merged outline's foot being the dropped ball's).
+    dropped = analyse_objects(before, _scene(_moved(_OBJECTS), seed=1))
+    assert [(c.event, c.subject.colour) for c in dropped.changes] == [("disappeared", "red")]
+    x, y, w, h = dropped.changes[0].subject.bbox
+    assert abs(x + w / 2 - 150) < 12 and abs(y + h - 165) < 8
+    # Both still there, seen again from the moved camera: no change.
+    assert analyse_objects(before, _scene(_moved(touching), seed=1)).changes == []
+
+
 def test_a_moved_camera_over_objects_is_described_in_clevr_words():
     before = _scene(_OBJECTS)
     after = _scene(_moved([o if o[0] != "red" else ("purple", *o[1:]) for o in _OBJECTS]), seed=3)

@@ -1075,6 +1075,9 @@ _SWALLOWED = 0.3
 # fit and the objects' parallax) is an object of its own when it is at least this share of it.
 _MERGE_SLACK = 3
 _MERGED_SHARE = 0.25
+# An unmatched object of the same colour is the merged object's partner when at least this
+# share of its outline, brought over by the camera, lies on the merged one.
+_MERGED_INSIDE = 0.6
 # What is left unmatched is an arrival or a departure only when it is the size of a CLEVR
 # object: its scale (width over distance below the horizon) at least this (small objects measure
 # 0.087-0.18 on the tuning renders, large 0.18-0.34; slivers of an object a neighbour hides, a
@@ -1186,7 +1189,21 @@ def _split_merged(
     grow = np.ones((2 * _MERGE_SLACK + 1, 2 * _MERGE_SLACK + 1), np.uint8)
     forward = fit.matrix[:2].astype(np.float64)
     backward = np.linalg.inv(fit.matrix)[:2].astype(np.float64)
-    for i, j in fit.pairs:
+    # Matched pairs, and pairs of one colour the camera did not match (a merged object's foot
+    # may be its neighbour's, which does not agree with the camera).
+    matched_b = {i for i, _ in fit.pairs}
+    matched_a = {j for _, j in fit.pairs}
+    candidates = [(i, j, True) for i, j in fit.pairs] + [
+        (i, j, False)
+        for i in range(len(before))
+        for j in range(len(after))
+        if i not in matched_b and j not in matched_a and before[i].colour == after[j].colour
+    ]
+    split_b: set[int] = set()
+    split_a: set[int] = set()
+    for i, j, matched in candidates:
+        if i in split_b or j in split_a:
+            continue
         grew = math.log(after[j].area / max(before[i].area, 1) / growth)
         if abs(grew) < _SWALLOWED:
             continue
@@ -1197,15 +1214,24 @@ def _split_merged(
             views, k, partner, warp, maps = after, j, before[i], forward, maps_after
             others, there = before, backward
         whole = views[k]
-        # The partner's outline turned and zoomed as the camera does, its foot on the whole's
-        # foot (the pair agrees with the camera; an object's top stands off the floor, where
-        # the floor's map would misplace it by its parallax).
-        linear = warp[:, :2]
-        shift = np.array(whole.contact) - linear @ np.array(partner.contact)
-        onto = np.column_stack((linear, shift))
+        if matched:
+            # The partner's outline turned and zoomed as the camera does, its foot on the
+            # whole's foot (the pair agrees with the camera; an object's top stands off the
+            # floor, where the floor's map would misplace it by its parallax).
+            linear = warp[:, :2]
+            shift = np.array(whole.contact) - linear @ np.array(partner.contact)
+            onto = np.column_stack((linear, shift))
+        else:
+            onto = warp  # where the floor's map puts it: it must lie mostly inside the whole
         brought = cv2.warpAffine(
             partner.mask.astype(np.uint8), onto, (w, h), flags=cv2.INTER_NEAREST
         )
+        if not matched and (
+            not brought.any()
+            or float((cv2.dilate(whole.mask.astype(np.uint8), grow) > 0)[brought > 0].mean())
+            < _MERGED_INSIDE
+        ):
+            continue
         rest = whole.mask & ~(cv2.dilate(brought, grow) > 0)
         rest = cv2.morphologyEx(rest.astype(np.uint8), cv2.MORPH_OPEN, np.ones((5, 5), np.uint8))
         pieces = _components(rest > 0, max(20, int(_MIN_OBJECT * w * h)))
@@ -1235,6 +1261,8 @@ def _split_merged(
         kept.size = whole.size
         views[k] = kept
         views.append(cut)
+        split_b.add(i)
+        split_a.add(j)
 
 
 def compare_objects(
