@@ -51,7 +51,12 @@ _MIN_DEPARTURE = 2.0
 # the camera counts as moved by the objects only when their fit departs from the shift by this
 # share of the frame's long side (10 px at 480; CLEVR-Change's moves shift the view 20-80 px).
 _OBJECTS_MOVED = 0.02
-_OBJECTS_MOVED_AT_MOST = 0.25  # of the frame's long side
+# ... and by at most this share (192 px at 480). The default renders' moves reach 114-124 px
+# (the fit's largest departure on the tuning split; 0.25 turned one such pair back to the pixel
+# path), and CLEVR-Change's own range (zooms up to 19 %, rolls up to 7 degrees: 55 and 35 px at
+# a 480 px frame's corner, before any pan) goes further; the fixed-camera street whose one
+# moving car gave a fit of 357 px (see _object_view) stays out.
+_OBJECTS_MOVED_AT_MOST = 0.4  # of the frame's long side
 _OBJECTS_AGREEING = 2  # matched objects the camera must explain
 # ... and the warp must leave at most this share of the changed pixels the shift left, or, when
 # the homography explains _MORE_INLIERS times the matches that the shift explains (within
