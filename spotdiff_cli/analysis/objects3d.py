@@ -805,6 +805,7 @@ _AFFINE_POINTS = 5
 # place for a colour or material change, or a look-alike at the same spot (share of the long
 # side).
 _SAME_PLACE = 0.04
+_SIMILAR_SLACK = 1.5
 
 
 @dataclass(frozen=True)
@@ -1275,7 +1276,9 @@ def compare_objects(
 ) -> list[ObjectChange]:
     """The changes between two views' objects under the fitted camera (see the module
     docstring, step 3), most confident first."""
-    place = _SAME_PLACE * max(size)
+    # A similarity (fewer than _AFFINE_POINTS objects) puts the floor 10-20 px off where an
+    # affine puts it within 10 (see _AGREE_SIMILAR): the same place is looser under it.
+    place = _SAME_PLACE * max(size) * (1.0 if fit.model == "affine" else _SIMILAR_SLACK)
     inverse = np.linalg.inv(fit.matrix)
     # How much bigger the camera's move makes an object look (its area, after over before).
     growth = float(np.median([after[j].area / max(before[i].area, 1) for i, j in fit.pairs] or [1]))
