@@ -1080,12 +1080,10 @@ _MERGED_SHARE = 0.25
 # share of its outline, brought over by the camera, lies on the merged one.
 _MERGED_INSIDE = 0.6
 # What is left unmatched is an arrival or a departure only when it is the size of a CLEVR
-# object: its scale (width over distance below the horizon) at least this (on the tuning renders
-# small objects seen whole measure 0.096-0.22, large 0.18-0.46, and the objects that arrived or
-# went 0.087 and more; the slivers reported as arrivals or departures, pieces of an object a
-# neighbour hides or a metal's reflection of another, 0.04-0.07) and at most _BIGGEST (the dark far floor at
-# the top of a steeply tilted view is found as one "object" of scale 1.5-2); both for the prior
-# split between small and large, _LARGE_SCALE (see _object_sized).
+# object: its scale (width over distance below the horizon) at least this (small objects measure
+# 0.087-0.18 on the tuning renders, large 0.18-0.34; slivers of an object a neighbour hides, a
+# metal's reflection of another, measure 0.04-0.07) and at most _BIGGEST (the dark far floor at
+# the top of a steeply tilted view is found as one "object" of scale 1.5-2).
 _SMALLEST = 0.075
 _BIGGEST = 0.8
 # ... and when at least this share of its outline, brought to where the camera puts it, lies
@@ -1171,14 +1169,6 @@ def _objectness(maps: _Maps, region: np.ndarray) -> float:
     return float(_object_pixels(maps)[region].mean()) if region.any() else 0.0
 
 
-def _object_sized(obj: SceneObject, view: list[SceneObject]) -> bool:
-    """Whether ``obj`` is the size of a CLEVR object (_SMALLEST to _BIGGEST, scaled as the
-    view's split between small and large departs from the prior: a camera higher or lower
-    than CLEVR's makes every object look smaller or larger alike)."""
-    scale = _size_threshold(view) / _LARGE_SCALE
-    return _SMALLEST * scale <= obj.scale <= _BIGGEST * scale
-
-
 def _split_merged(
     before: list[SceneObject],
     after: list[SceneObject],
@@ -1255,7 +1245,7 @@ def _split_merged(
         kept = _describe(maps, whole.mask & ~piece, whole.mask, horizon)
         # Objects of two colours touching were split by colour already: a piece of another
         # colour is a metal's reflection of a neighbour.
-        if cut is None or kept is None or not _object_sized(cut, views):
+        if cut is None or kept is None or not _SMALLEST <= cut.scale <= _BIGGEST:
             continue
         if cut.colour != whole.colour:
             continue
@@ -1361,8 +1351,7 @@ def compare_objects(
         """Whether an object left unmatched can be an arrival, a departure or a repaint: the
         size of a CLEVR object, and its place (``region``, brought to the other view) mostly
         in that view."""
-        view = before if any(obj is o for o in before) else after
-        return _object_sized(obj, view) and region.sum() >= _IN_VIEW * obj.area
+        return _SMALLEST <= obj.scale <= _BIGGEST and region.sum() >= _IN_VIEW * obj.area
 
     def explained(region: np.ndarray, matched: np.ndarray, maps: _Maps) -> bool:
         """Whether most of the object pixels covering ``region`` belong to matched objects."""
