@@ -83,14 +83,21 @@ def iou(event: dict, visit: dict) -> float:
 
 def match(visits: list[dict], events: list[dict]) -> dict[int, int]:
     """Visit index -> event index, one to one, best temporal overlap first (two cars in view
-    at once are two visits, each owed its own event)."""
+    at once are two visits, each owed its own event). Between overlaps equal to a hundredth,
+    an event naming the visit's thing goes first: the GIF's car, cyclist and pedestrian are
+    all in view from start to end, and by time alone the car's event went to the pedestrian."""
     pairs = sorted(
-        ((iou(e, v), vi, ei) for vi, v in enumerate(visits) for ei, e in enumerate(events)),
+        (
+            (round(iou(e, v), 2), e.get("noun") in nouns_of(v), -vi, -ei)
+            for vi, v in enumerate(visits)
+            for ei, e in enumerate(events)
+        ),
         reverse=True,
     )
     matched: dict[int, int] = {}
     taken: set[int] = set()
-    for overlap, vi, ei in pairs:
+    for overlap, _, vi, ei in pairs:
+        vi, ei = -vi, -ei
         if overlap < 0.3 or vi in matched or ei in taken:
             continue
         matched[vi] = ei
