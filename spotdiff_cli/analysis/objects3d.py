@@ -18,10 +18,15 @@ the objects are the unit instead:
    seen from two viewpoints maps by one homography; over the few metres of a CLEVR scene an
    affine map is within a pixel or two of it (``cv2.estimateAffine2D``, RANSAC), so three
    objects fix it and a fourth checks it. With two objects a similarity, with one a shift.
-3. **Judge**: an object whose contact point lands where the camera puts it stayed; one matched
-   by look but not by place moved; an unmatched object with an unmatched one of the same shape
-   and size where the camera puts it changed colour or material; what is left appeared or is
-   gone.
+3. **Cut merged objects apart** (``_split_merged``): two objects of one colour that touch in
+   one view are found there as one; when a pair's areas disagree by more than the camera's
+   zoom, what the bigger holds beyond its partner's outline becomes an object of its own.
+4. **Judge**: an object whose contact point lands where the camera puts it stayed; one matched
+   by look but not by place moved (its old and new places in view, and floor there in the
+   other view); an unmatched object with an unmatched one of the same shape and size where
+   the camera puts it changed colour or material; what is left appeared or is gone, when it
+   is the size of an object (not a sliver), its place is in the other view, and that view
+   shows floor there (objects of another colour standing behind the place do not count).
 
 ``analyse_objects`` returns None when the views are not objects on a plain floor (real
 footage, textured scenes): the pixel analysis then stands as it is.
@@ -1278,7 +1283,7 @@ def compare_objects(
     size: tuple[int, int],
 ) -> list[ObjectChange]:
     """The changes between two views' objects under the fitted camera (see the module
-    docstring, step 3), most confident first."""
+    docstring, steps 3 and 4), most confident first."""
     # A similarity (fewer than _AFFINE_POINTS objects) puts the floor 10-20 px off where an
     # affine puts it within 10 (see _AGREE_SIMILAR): the same place is looser under it.
     place = _SAME_PLACE * max(size) * (1.0 if fit.model == "affine" else _SIMILAR_SLACK)
