@@ -177,12 +177,51 @@ def test_changed_val_metric_sees_through_a_model_that_always_says_no_change(
     assert record["changed/CIDEr"] < 0.1 * record["CIDEr"]  # only "there is" is ever right
 
 
+class SaysTheSameChange(SaysNoChange):
+    """The other collapse: one change sentence for every pair, distractors included."""
+
+    def generate(self, batch: dict[str, Any], **_: Any) -> list[list[str]]:
+        return [["the red cube has moved"] for _ in batch["pair_ids"]]
+
+
+class Oracle(SaysNoChange):
+    """Says what the first annotator said: right on both kinds of pair."""
+
+    def generate(self, batch: dict[str, Any], **_: Any) -> list[list[str]]:
+        return [[refs[0]] for refs in batch["references"]]
+
+
+def test_balanced_val_metric_is_low_for_either_collapse(tmp_path: Path) -> None:
+    """``balanced/CIDEr``, the harmonic mean of CIDEr on the pairs with and without a change,
+    is near zero for "no change" everywhere and for one change sentence everywhere (which
+    ``changed/CIDEr`` alone may prefer), and high for captions right on both."""
+    from spotdiff_cli.captioners.vocab import Vocabulary
+    from spotdiff_cli.train.batches import load_training_data, training_sentences
+    from spotdiff_cli.train.validation import validate
+
+    root = _bench_with_distractors(tmp_path / "half", 0.5)
+    vocab = Vocabulary.build(training_sentences(root), min_count=1)
+    data = load_training_data(root, "train", vocab)
+    config = tiny_config(root, val_metric="balanced/CIDEr")
+    scores = {
+        m.__name__: validate(m(), data, config, "cpu", with_nll=False)
+        for m in (SaysNoChange, SaysTheSameChange, Oracle)
+    }
+    right = scores["Oracle"]["balanced/CIDEr"]
+    assert right > 1.0
+    assert scores["Oracle"]["changed/CIDEr"] > 1.0 and scores["Oracle"]["unchanged/CIDEr"] > 1.0
+    assert scores["SaysNoChange"]["unchanged/CIDEr"] > scores["SaysNoChange"]["changed/CIDEr"]
+    for collapsed in ("SaysNoChange", "SaysTheSameChange"):
+        assert scores[collapsed]["balanced/CIDEr"] < 0.2 * right, collapsed
+
+
 def test_changed_val_metric_without_distractors_is_a_usage_error(tmp_path: Path) -> None:
     from spotdiff_cli.train.loop import train
 
     root = _bench_with_distractors(tmp_path / "none", 0.0)
-    with pytest.raises(UsageError, match="none without one: use 'CIDEr'"):
-        train(tiny_config(root, epochs=1, val_metric="changed/CIDEr"), tmp_path / "run")
+    for metric in ("changed/CIDEr", "balanced/CIDEr"):
+        with pytest.raises(UsageError, match="none without one: use 'CIDEr'"):
+            train(tiny_config(root, epochs=1, val_metric=metric), tmp_path / "run")
     # Nothing written: the user fixes the recipe and reruns with the same --out.
     assert not any((tmp_path / "run").iterdir())
     assert train(tiny_config(root, epochs=1), tmp_path / "run").best_path.is_file()

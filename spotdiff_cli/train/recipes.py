@@ -29,7 +29,9 @@ What the later families need (issue 12), all optional and off by default:
   with a report of what matched (``train/init.py``).
 * ``val_metric``: the validation number that picks ``best.pt`` and drives early stopping
   (CIDEr by default, §4; perplexity and others are lower-is-better); ``changed/<metric>``
-  scores only the validation pairs that hold a change.
+  scores only the validation pairs that hold a change; ``balanced/<metric>`` is the harmonic
+  mean of the metric on the pairs with a change and on those without (low for either collapse:
+  "no change" everywhere, or one change sentence everywhere).
 * ``sampler``: ``shuffle`` or ``contrastive`` (one example per pair, no identical captions in a
   batch: ``train/sampler.py``).
 * ``balance_changes``: changed and unchanged pairs' examples take turns in each epoch's order, so
