@@ -161,7 +161,11 @@ def _edge_correlation(a: np.ndarray, b: np.ndarray, sel: np.ndarray) -> float:
     return float(np.corrcoef(ga, gb)[0, 1])
 
 
-def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
+def read_cluster(
+    analysis: Analysis,
+    cluster: Cluster,
+    casts: tuple[tuple[float, float], tuple[float, float]] | None = None,
+) -> Reading:
     """Measure one cluster: how well each image's region is predicted by its surroundings,
     where the object is in each image, its colours, and from those the event.
 
@@ -170,7 +174,8 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
     paint, not its shading and reflections). The same paint left one part of the cluster and
     arrived in another: a short move. One image predicted by its surroundings and the other
     not: appeared / disappeared. Else mostly new or mostly vanished object pixels decide, and
-    failing that, "changed".
+    failing that, "changed". casts: the before and after frames' colour casts
+    (``frame_casts``), read once per pair; None reads them here.
     """
     before = analysis.pair.before.pixels
     after = analysis.corrected_after
@@ -226,19 +231,25 @@ def read_cluster(analysis: Analysis, cluster: Cluster) -> Reading:
         event, object_b = "disappeared", split.vacated
     else:
         event = "changed"
+    cast_before, cast_after = casts or frame_casts(analysis)
     return Reading(
         cluster=cluster,
         event=event,
         contrast_before=c_before,
         contrast_after=c_after,
-        # Each frame's own cast: a camera's white balance can drift between the two.
-        colour_before=colour_name(crop_b[object_b], cast=scene_cast(before)),
-        colour_after=colour_name(raw_after[object_a], cast=scene_cast(analysis.pair.after.pixels)),
+        colour_before=colour_name(crop_b[object_b], cast=cast_before),
+        colour_after=colour_name(raw_after[object_a], cast=cast_after),
         lab_before=med_b if object_b is measured_b else _lab_median(lab_b, object_b),
         lab_after=med_a if object_a is measured_a else _lab_median(lab_a, object_a),
         box_before=box_before,
         box_after=box_after,
     )
+
+
+def frame_casts(analysis: Analysis) -> tuple[tuple[float, float], tuple[float, float]]:
+    """Each frame's own colour cast (``words.scene_cast``): a camera's white balance can drift
+    between the two."""
+    return scene_cast(analysis.pair.before.pixels), scene_cast(analysis.pair.after.pixels)
 
 
 def _box(mask: np.ndarray, x0: int, y0: int) -> tuple[int, int, int, int]:
@@ -588,8 +599,9 @@ class GroundedCaptioner(Captioner):
         if analysis.clusters and isinstance(analysis.clusters[0], ObjectCluster):
             return _object_sentences(analysis, options)
         # Read a few more clusters than we will report, so a move's second half is not cut off.
+        casts = frame_casts(analysis)
         readings = [
-            read_cluster(analysis, c)
+            read_cluster(analysis, c, casts)
             for c in analysis.clusters[: max(1, 2 * options.max_sentences)]
         ]
         if options.recognise:

@@ -126,10 +126,10 @@ def validate(
         record: dict[str, Any] = {k: round(v, 6) for k, v in scores.scores.items()}
         record.setdefault("CIDEr", 0.0)
         if config.val_metric.startswith(_SPLIT_BY_CHANGE):
-            prefix, metric = config.val_metric.split("/", 1)
-            changed = [i for i in hypotheses if i in data.changed_ids]
-            groups = {CHANGED: changed}
-            if prefix + "/" == BALANCED:
+            metric = config.val_metric.split("/", 1)[1]
+            balanced = config.val_metric.startswith(BALANCED)
+            groups = {CHANGED: [i for i in hypotheses if i in data.changed_ids]}
+            if balanced:
                 groups[UNCHANGED] = [i for i in hypotheses if i not in data.changed_ids]
             for group, ids in groups.items():
                 if ids:  # CIDEr's document frequencies are the group's own, as in eval
@@ -140,7 +140,7 @@ def validate(
                         session=session,
                     )
                     record[group + metric] = round(subset.scores.get(metric, 0.0), 6)
-            if prefix + "/" == BALANCED:
+            if balanced:
                 a, b = record.get(CHANGED + metric, 0.0), record.get(UNCHANGED + metric, 0.0)
                 record[config.val_metric] = (
                     round(2 * a * b / (a + b), 6) if a > 0 and b > 0 else 0.0
