@@ -8,7 +8,7 @@ import dataclasses
 import re
 
 from spotdiff_cli.timeline.events import SEEN, EventBuilder
-from spotdiff_cli.timeline.objects import ObjectWatcher
+from spotdiff_cli.timeline.objects import Look, ObjectWatcher
 from spotdiff_cli.timeline.tracks import ObjectTracker, Sighting, Track, count_phrase, tell
 from spotdiff_cli.types import Detection, Sentence
 
@@ -100,6 +100,69 @@ def test_a_vehicle_track_does_not_go_on_with_a_much_smaller_box_a_person_track_d
         seen, _ = tracker.update(2.0, [small])
         (track,) = seen
         assert (len(track.sightings) == 3) is continues, label
+
+
+def test_a_track_that_went_out_through_the_views_edge_ends_at_the_next_look():
+    """The motorway at one look a second: a lorry that went out at the right edge was kept for
+    its two misses and went on with a car that came by its last place 3 s later; the track and
+    its noun became the car's. Leaving by the edge ends it at once; standing at the edge, or
+    an unknown view, keeps the misses' patience."""
+    lorry = [Sighting(0.0, (900, 300, 160, 160), "truck", 0.7),
+             Sighting(1.0, (1000, 350, 280, 330), "truck", 0.7)]  # fmt: skip
+    car = Sighting(3.0, (1100, 520, 140, 110), "car", 0.7)
+    for view, ends in (((0, 0, 1280, 720), True), (None, False)):
+        tracker = ObjectTracker(view=view)
+        for s in lorry:
+            tracker.update(s.time, [s])
+        seen, ended = tracker.update(2.0, [])
+        assert (len(ended) == 1) is ends, view
+        if ends:
+            assert ended[0].left_view and ended[0].noun == "truck"
+            seen, _ = tracker.update(3.0, [car])
+            assert [len(t.sightings) for t in seen] == [1]  # the car is a track of its own
+    still = ObjectTracker(view=(0, 0, 1280, 720))
+    for i in range(3):  # at the edge, not moving out: a miss is only a miss
+        still.update(float(i), [Sighting(float(i), (1150, 300, 130, 120), "car", 0.7)])
+    assert still.update(3.0, [])[1] == []
+    roi = ObjectTracker(view=(800, 200, 300, 300))  # the edge of a --roi box is the view's edge
+    for i, x in enumerate((850, 978)):
+        roi.update(float(i), [Sighting(float(i), (x, 300, 120, 100), "car", 0.7)])
+    (gone,) = roi.update(2.0, [])[1]
+    assert gone.left_view
+
+
+def test_an_object_that_left_between_looks_of_busy_traffic_is_told_by_its_leaving():
+    """On a busy road the pixel analysis merges the traffic into clusters too large for any one
+    track, so a lorry crossing in two looks explains no change of its own; found gone at the
+    next look, the change at its last place is its leaving, and it is told. A change that comes
+    to that place afterwards is another vehicle's."""
+    watcher = ObjectWatcher(1280, 720, 1.0, look_every=1.0)
+    lorry = [Sighting(2.0, (844, 312, 164, 162), "bus", 0.6),
+             Sighting(3.0, (996, 372, 284, 336), "bus", 0.6)]  # fmt: skip
+    traffic = _change(2.0, (0, 234, 1012, 486), "the grey truck in the lower left moved", "moved")
+
+    def cars(t: float) -> list[Sighting]:  # the traffic around it, slow in the distance
+        return [Sighting(t, (190 + 4 * t, 418, 178, 180), "car", 0.7),
+                Sighting(t, (380, 546 - 4 * t, 118, 108), "car", 0.7)]  # fmt: skip
+
+    for s in lorry:
+        seen, ended = watcher.tracker.update(s.time, [s, *cars(s.time)])
+        look = Look(seen, ended)
+        assert all(d.track is None for d in watcher.explain([traffic], s.time, s.time - 1, look))
+    seen, ended = watcher.tracker.update(4.0, cars(4.0))
+    assert [t.id for t in ended] == [1] and ended[0].left_view
+    leaving = _change(4.0, (900, 394, 380, 326), "the large grey object in the lower right is gone",
+                      "disappeared")  # fmt: skip
+    said = watcher.explain([leaving], 4.0, 3.0, Look(seen, ended))
+    assert [d.track for d in said if d.sentence.kind == "disappeared"] == [1]
+    assert [t.id for t in watcher.arrived] == [1]  # its event starts with its first sighting
+    assert {d.time for d in said if d.track == 1} == {2.0, 3.0, 4.0}
+    later = _change(6.0, (1096, 528, 140, 106), "a grey car appeared on the right")
+    (other,) = watcher.explain([later], 6.0, 5.0, None)
+    assert other.track is None
+    (track,) = watcher.expired(6.0)
+    story = watcher.story(track, to_end=False)
+    assert story.text == "a bus appeared on the right and drove off to the right"
 
 
 def test_count_phrases():

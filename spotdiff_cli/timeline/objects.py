@@ -98,7 +98,7 @@ class ObjectWatcher:
         self._detector = detector
         # Looks come at most once per look_every, and no more often than samples do.
         self.misses = max(0, round(2 * look_every / max(look_every, every)))
-        self.tracker = ObjectTracker(self.misses)
+        self.tracker = self._new_tracker()
         self.last_look: float | None = None
         self.first_time = first_time
         self.last_object_time: float | None = None
@@ -115,12 +115,20 @@ class ObjectWatcher:
 
     def reset(self) -> None:
         """No event is open (a checkpoint): forget the scenery, as a resumed run starts."""
-        self.tracker = ObjectTracker(self.misses)
+        self.tracker = self._new_tracker()
         self.last_look = None
         self.last_object_time = None
         self.quiet_looks = 0
         self.visible.clear()
         self.trail.clear()
+
+    def _new_tracker(self) -> ObjectTracker:
+        """Tracks end where objects leave the watched view (original pixels)."""
+        if self.region is None:
+            view = (0, 0, self.width, self.height)
+        else:
+            view = tuple(round(v * self.scale) for v in self.region)
+        return ObjectTracker(self.misses, view=view)
 
     @property
     def live_ids(self) -> set[int]:
@@ -367,6 +375,18 @@ class ObjectWatcher:
         self.arrived = []
         tracks = dict(self.tracker.live)
         tracks.update({i: t for i, (t, _) in self.ending.items()})
+        ended_now = {t.id: t for t in look.ended} if look is not None else {}
+        # An object that went out through the view's edge owns only "gone" changes (the trail
+        # of its leaving) after the look that found it gone: the next car to come by its last
+        # place is another car.
+        departed = {i for i, (t, _) in self.ending.items() if t.left_view and i not in ended_now}
+        # Tracks that ended at this look without having made a change yet: an object that left
+        # the view between two looks of a busy scene, whose own changes merged into the
+        # clusters of the traffic around it, makes its first change of its own by leaving (a
+        # lorry "gone from the lower right").
+        just_ended = {i: t for i, t in ended_now.items() if i not in tracks}
+        tracks.update(just_ended)
+        gone = set(self.ending) | set(ended_now)
         seen_now = {t.id for t in look.seen} if look is not None else set()
         # At a look, the objects where they are now; between looks, where they were last seen.
         where = {i: t.sightings[-1].box for i, t in tracks.items()}
@@ -384,20 +404,25 @@ class ObjectWatcher:
             if detection.bbox is None or detection.sentence.kind in _WHOLE_FRAME:
                 out.append(detection)
                 continue
-            owner = _best_overlap(detection.bbox, where, set(self.ending))
-            if owner is None and detection.sentence.kind == "disappeared":
+            leaving = detection.sentence.kind == "disappeared"
+            owners = where if leaving else {i: b for i, b in where.items() if i not in departed}
+            owner = _best_overlap(detection.bbox, owners, gone)
+            if owner is None and leaving:
                 # Between looks an object walking out of view leaves a trail of "gone" changes,
                 # each touching the one before: the last of them can be beyond the object's last
                 # box (the room clip's man in black, two pixels past it at the frame's edge).
                 trail = {i: b for i, b in self.trail.items() if i in tracks}
-                owner = _best_overlap(detection.bbox, trail, set(self.ending))
+                owner = _best_overlap(detection.bbox, trail, gone)
             if owner is None:
                 if not (light_changed and detection.noun in ("", "object")):
                     out.append(detection)
                 continue
             mentioned.add(owner)
             self.trail[owner] = detection.bbox
-            if owner not in self.ending and owner not in self.visible:
+            if owner in just_ended:
+                self.ending[owner] = (just_ended.pop(owner), time + self.grace)
+                self.arrived.append(tracks[owner])
+            elif owner not in self.ending and owner not in self.visible:
                 self.visible.add(owner)
                 self.arrived.append(tracks[owner])
             track = tracks[owner]

@@ -58,6 +58,7 @@ class Track:
 
     id: int
     sightings: list[Sighting] = field(default_factory=list)
+    left_view: bool = False  # it ended by going out through the watched view's edge
 
     @property
     def start(self) -> float:
@@ -283,10 +284,19 @@ class ObjectTracker:
     table would continue the last one's track. min_hits: sightings a track needs to be told as
     an object (one false detection never becomes a visit). reach: how far a box may be from
     where its track was expected, in the track's box diagonals (looks are a second apart, so a
-    walking person's boxes need not overlap).
+    walking person's boxes need not overlap). view: the watched part of the frame (x, y, w, h,
+    original pixels; the ``--roi`` box or the whole frame), or None when unknown: a track whose
+    last box touched its edge, moving out through it, and that is missed at the next look has
+    left the view and ends there, so it cannot go on with the next object that comes by.
     """
 
-    def __init__(self, misses: int = 2, min_hits: int = 2, reach: float = 1.5) -> None:
+    def __init__(
+        self,
+        misses: int = 2,
+        min_hits: int = 2,
+        reach: float = 1.5,
+        view: BBox | None = None,
+    ) -> None:
         import logging
 
         from .norfair_import import import_norfair
@@ -295,6 +305,7 @@ class ObjectTracker:
 
         self.min_hits = min_hits
         self.misses = misses
+        self.view = view
         # norfair logs a speed hint for every scalar distance function; a handful of boxes a
         # look needs no vectorising, and a report must not carry a library's advice.
         logging.getLogger("norfair.tracker").setLevel(logging.ERROR)
@@ -358,13 +369,31 @@ class ObjectTracker:
         alive = {obj.id for obj in self._tracker.tracked_objects if obj.id is not None}
         for obj_id, ours in list(self._of_object.items()):
             track = self._tracks[ours]
-            if track.sightings[-1].time != time:
+            missed = track.sightings[-1].time != time
+            if missed:
                 self._missed[ours] = self._missed.get(ours, 0) + 1
-            if obj_id not in alive or self._missed[ours] > self.misses:
+            gone = obj_id not in alive or self._missed[ours] > self.misses
+            track.left_view = missed and self._left_the_view(track)
+            if gone or track.left_view:
                 ended.append(self._tracks.pop(ours))
                 del self._of_object[obj_id]
                 del self._missed[ours]
         return seen, ended
+
+    def _left_the_view(self, track: Track) -> bool:
+        """Its last box touched the view's edge and it was moving out through it. On the
+        motorway at one look a second, a lorry that went out at the right edge was kept for its
+        two misses and went on with a car that came by 3 s later: the track, and its noun,
+        became the car's."""
+        if self.view is None or len(track.sightings) < 2:
+            return False
+        vx, vy, vw, vh = self.view
+        (x0, y0), (x1, y1) = track.path()[-2:]
+        motion = (x1 - x0, y1 - y0)
+        if np.hypot(*motion) <= STILL_SHARE * np.hypot(vw, vh):
+            return False  # standing at the edge, not leaving by it
+        x, y, w, h = track.sightings[-1].box
+        return _crossed_edge((x - vx, y - vy, w, h), motion, vw, vh, -1.0) is not None
 
     def _continue_weakly(self, time: float, weak: list) -> list[Track]:
         """Give each weak detection (norfair's, carrying its sighting) to the unmatched track
