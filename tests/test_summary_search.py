@@ -242,6 +242,20 @@ def test_the_query_names_nouns_colours_kinds_places_and_times():
     assert filters_from_flags(colours=["silver"]).colours == {"grey", "white"}
 
 
+def test_a_corner_is_named_as_the_sentences_name_it_and_the_camera_is_a_viewpoint():
+    """The sentences say "lower left" and "upper right"; a query's "bottom left" is the same
+    corner. "Away from the camera" asks for no camera event: it is a direction, up the picture
+    of a camera that looks down on its scene; "towards the camera", down it."""
+    assert parse_query("a grey car leaving at the bottom left")[0].places == {"lower left"}
+    assert parse_query("a car in the top right")[0].places == {"upper right"}
+    assert parse_query("a bag at the bottom")[0].places == {"bottom"}
+    away, rest = parse_query("cars driving away from the camera")
+    assert away.places == {"to the top"} and "camera" not in away.kinds
+    assert "camera" in rest  # the words are still embedded as written
+    assert parse_query("a lorry coming towards the camera")[0].places == {"to the bottom"}
+    assert parse_query("the camera moved")[0].kinds >= {"camera"}
+
+
 def ids(hits) -> list[int]:
     return [h.event["id"] for h in hits]
 

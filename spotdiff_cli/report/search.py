@@ -143,6 +143,13 @@ PHRASE_KINDS = {
 }
 PLACES = {"left", "right", "top", "bottom", "centre", "center", "middle", "upper", "lower"}
 PLACE_SAME = {"center": "centre", "middle": "centre"}
+CORNER_SAME = {"bottom": "lower", "top": "upper"}
+# The camera as the viewpoint, not as the thing that moved: "driving away from the camera" asks
+# for no camera event. A fixed camera looks down on its scene, so what moves away from it moves
+# up the picture and what comes towards it, down.
+_TOWARDS_CAMERA = re.compile(
+    r"\b(?P<away>away\s+)?(?:from|towards?|to|at|facing)\s+(?:the\s+)?(?:camera|viewer)\b"
+)
 _PLACE_PHRASE = re.compile(
     r"\b(?P<prep>from|to|in|on|at|near|into|towards?)\s+the\s+"
     r"(?P<where>(?:(?:upper|lower|top|bottom)\s+)?(?:left|right|top|bottom|centre|center|middle))\b"
@@ -309,6 +316,12 @@ def parse_query(query: str) -> tuple[Filters, str]:
             after, before = (point, before) if pattern is _AFTER else (after, point)
             text = text.replace(found[0], " ")
     lower = " ".join(re.findall(r"[^\W_]+", text.lower()))
+    places: set[str] = set()
+    viewpoint = _TOWARDS_CAMERA.search(lower)
+    if viewpoint is not None:
+        away = viewpoint["away"] or viewpoint[0].split()[0] == "from"
+        places.add("to the top" if away else "to the bottom")
+        lower = lower.replace(viewpoint[0], " ")
     words = lower.split()
     nouns: set[str] = set()
     for word in words:
@@ -322,7 +335,6 @@ def parse_query(query: str) -> tuple[Filters, str]:
         kinds |= KIND_WORDS.get(word, set())
     # Places as phrases: "from the top" and "to the bottom" keep a direction (a car that
     # drove from the bottom to the top is not the one asked for); "lower right", "left" alone.
-    places: set[str] = set()
     rest = lower
     for found in _PLACE_PHRASE.finditer(lower):
         prep, where = found["prep"], _place(found["where"])
@@ -354,7 +366,12 @@ def _place_pattern(place: str) -> re.Pattern[str]:
 
 
 def _place(words: str) -> str:
-    return " ".join(PLACE_SAME.get(w, w) for w in words.split())
+    """A place as the sentences write it: "middle" is the centre, and a corner is "lower
+    left" or "upper right" (the grid's words), however the query says it ("bottom left")."""
+    names = [PLACE_SAME.get(w, w) for w in words.split()]
+    if len(names) == 2 and names[1] in ("left", "right"):
+        names[0] = CORNER_SAME.get(names[0], names[0])
+    return " ".join(names)
 
 
 def merge(flags: Filters, parsed: Filters) -> Filters:
