@@ -445,3 +445,35 @@ def test_a_fixed_camera_over_objects_keeps_the_pixel_path():
     report = describe(before, after)
     assert report.analysis.camera is None
     assert not any(type(c).__name__ == "ObjectCluster" for c in report.analysis.clusters)
+
+
+def _seen(p_metal: float, median_ratio: float):
+    """A red ball as one view segmented it: only its material reading and brightness matter."""
+    from spotdiff_cli.analysis.objects3d import SceneObject
+
+    return SceneObject(
+        mask=np.ones((4, 4), bool),
+        bbox=(0, 0, 4, 4),
+        contact=(2.0, 4.0),
+        area=16,
+        colour="red",
+        lab=np.array([90.0, 170.0, 150.0], np.float32),
+        material="metal" if p_metal > 0.5 else "rubber",
+        shape="sphere",
+        scale=0.15,
+        features={"p_metal": p_metal, "median_ratio": median_ratio},
+    )
+
+
+def test_a_material_change_needs_the_rubber_side_brighter_than_the_metal_side():
+    from spotdiff_cli.analysis.objects3d import _material_changed
+
+    # Rubber that turned metal: the metal side mirrors the dark world, three times darker.
+    assert _material_changed(_seen(0.03, 0.33), _seen(0.98, 0.11))
+    assert _material_changed(_seen(0.97, 0.10), _seen(0.05, 0.30))  # metal turned rubber
+    # A metal that one side reads as rubber, about as bright from both sides: no change.
+    assert not _material_changed(_seen(0.03, 0.12), _seen(0.98, 0.11))
+    # ... or washed out by a lamp it mirrors over its whole face (15x): no change either.
+    assert not _material_changed(_seen(0.03, 1.5), _seen(0.98, 0.1))
+    # Neither view sure of its reading: no change, however the brightness differs.
+    assert not _material_changed(_seen(0.4, 0.33), _seen(0.9, 0.11))
