@@ -301,6 +301,8 @@ def test_a_previous_run_is_never_overwritten(tiny_bench: Path, tmp_path: Path, m
         train(config, tmp_path / "new", resume=True)
     monkeypatch.chdir(tmp_path)
     first = prepare_out_dir(None, False, config, tiny_bench)
+    assert not first.exists()  # chosen, not made: the run's first file makes it
+    first.mkdir(parents=True)
     (first / "last.pt").write_bytes(b"x")
     second = prepare_out_dir(None, False, config, tiny_bench)
     assert first.name == f"{TINY}-tiny-bench" and second.name == f"{TINY}-tiny-bench-2"

@@ -116,6 +116,7 @@ def test_val_metric_picks_the_best_checkpoint(bench: Path, tmp_path: Path) -> No
     assert "BLEU-2" in bleu.history[0] and bleu.best_score == max(h["BLEU-2"] for h in bleu.history)
     with pytest.raises(UsageError, match="did you mean 'CIDEr'"):
         train(tiny_config(bench, epochs=1, val_metric="cider"), tmp_path / "typo")
+    assert not (tmp_path / "typo").exists()  # refused before its first file: no empty folder
 
 
 def test_a_finished_run_or_a_users_file_in_out_is_never_overwritten(
@@ -222,8 +223,9 @@ def test_changed_val_metric_without_distractors_is_a_usage_error(tmp_path: Path)
     for metric in ("changed/CIDEr", "balanced/CIDEr"):
         with pytest.raises(UsageError, match="none without one: use 'CIDEr'"):
             train(tiny_config(root, epochs=1, val_metric=metric), tmp_path / "run")
-    # Nothing written: the user fixes the recipe and reruns with the same --out.
-    assert not any((tmp_path / "run").iterdir())
+    # Nothing written, not even the folder: the user fixes the recipe and reruns with the same
+    # --out.
+    assert not (tmp_path / "run").exists()
     assert train(tiny_config(root, epochs=1), tmp_path / "run").best_path.is_file()
 
 

@@ -36,6 +36,9 @@ def prepare_out_dir(
       vocab.json of a run refused before its first step), else an error that says what to do.
     * no ``--out``: ``runs/<model>-<dataset>``; taken -> ``-2``, ``-3``, ... (``--resume`` picks the
       newest of those that holds ``last.pt``).
+
+    The folder is made by the run's first file (``prepare.write_run_files``), not here: a run
+    refused before it (a typo in ``val_metric``) leaves no empty folder behind.
     """
     if out_dir is not None:
         out = Path(out_dir).expanduser()
@@ -50,7 +53,6 @@ def prepare_out_dir(
                 f"{out} already holds files (a previous run?); pass --resume to continue it, "
                 f"or choose a new --out"
             )
-        out.mkdir(parents=True, exist_ok=True)
         return out
     name = config.data if config.data in CACHED_DATASETS else (root.name or "data")
     base = Path("runs") / f"{config.model}-{name}"
@@ -64,6 +66,5 @@ def prepare_out_dir(
         return existing[-1]
     for candidate in candidates:
         if not candidate.exists() or (candidate.is_dir() and not any(candidate.iterdir())):
-            candidate.mkdir(parents=True, exist_ok=True)
             return candidate
     raise OutputError(f"{base}-2 ... {base}-999 all exist; pass --out DIR")

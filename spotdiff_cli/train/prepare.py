@@ -224,7 +224,8 @@ def write_run_files(
     init_report: InitReport | None = None,
 ) -> None:
     """2. config.json (recipe, resolved model config, data, processes, what init_from loaded)
-    and vocab.json."""
+    and vocab.json; the run folder is made here, by its first file."""
+    out.mkdir(parents=True, exist_ok=True)
     run_config = {
         "train": config.to_dict(),
         "model_config": dict(model.config),
