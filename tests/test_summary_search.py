@@ -274,6 +274,35 @@ def test_search_ranks_by_meaning_and_filters(night):
     assert all(h.matched == () for h in meaning)
 
 
+def test_ordinals_windows_from_either_end_and_things_in_view_together(night):
+    """ "The third visitor" counts in the order asked for; "in the first 20 seconds" and "in
+    the last ten seconds" are windows from the source's start and back from its end (70 s
+    here); "passing each other" rewards events in view together with another of the named
+    kind."""
+    report = load_report(night)
+    f, rest = parse_query("a truck in the first five seconds")
+    assert f.before.seconds == 5 and f.order is None and rest == "a truck"
+    assert parse_query("the third visitor")[0].order == "first"
+    assert parse_query("the third visitor")[0].nth == 3
+    assert (parse_query("the 2nd last car")[0].order, parse_query("the 2nd last car")[0].nth) == (
+        "last",
+        2,
+    )
+    assert ids(search([report], "the second person", mode="filters", limit=1)) == [4]
+    assert ids(search([report], "the first person", mode="filters", limit=1)) == [1]
+    # Vehicles by start, latest first: 3 (30 s), 2 (12 s), the truck (0 s).
+    assert ids(search([report], "the second last car", mode="filters", limit=1)) == [2]
+    early = ids(search([report], "a car in the first 20 seconds", mode="filters"))
+    assert set(early) == {1, 2, 6} and early[0] == 2
+    late = ids(search([report], "what happened in the last ten seconds", mode="filters"))
+    assert set(late) == {3, 4, 6}
+    passing = search([report], "vehicles passing each other", mode="filters")
+    together = {h.event["id"] for h in passing if "together" in h.matched}
+    assert together == {2, 3, 6}  # the truck was there all along, with both cars
+    people = search([report], "two people at the same time", mode="filters")
+    assert not any("together" in h.matched for h in people)  # one visit after the other
+
+
 def test_flags_are_hard_filters(night):
     report = load_report(night)
     only_cars = search([report], "something", filters_from_flags(nouns=["vehicle"]))

@@ -50,7 +50,14 @@ MODES = ("both", "meaning", "filters")
 
 # Bonus per group of filter words the query names and the event matches (added to a cosine in
 # [-1, 1]): a named noun or colour outweighs most differences in wording.
-WEIGHTS = {"noun": 0.3, "colour": 0.3, "kind": 0.2, "place": 0.25, "order": 0.3}
+WEIGHTS = {
+    "noun": 0.3,
+    "colour": 0.3,
+    "kind": 0.2,
+    "place": 0.25,
+    "order": 0.3,
+    "together": 0.3,
+}
 
 NOUN_WORDS: dict[str, set[str]] = {
     "person": {
@@ -161,6 +168,20 @@ _TIME = rf"(?:{_CLOCK}|{_SPAN})"
 _BETWEEN = re.compile(rf"\bbetween\s+({_TIME})\s+and\s+({_TIME})", re.I)
 _AFTER = re.compile(rf"\b(?:after|since|from)\s+({_TIME})", re.I)
 _BEFORE = re.compile(rf"\b(?:before|until|till|by)\s+({_TIME})", re.I)
+# "In the first five seconds", "during the last 2 minutes": a window from the source's start
+# or back from its end. Read before the superlatives, whose "first" and "last" they are not.
+_FIRST_SPAN = re.compile(rf"\b(?:in|during|within|over)\s+the\s+first\s+({_SPAN})", re.I)
+_LAST_SPAN = re.compile(rf"\b(?:in|during|within|over)\s+the\s+(?:last|final)\s+({_SPAN})", re.I)
+_NUMBER_WORDS = {
+    "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+    "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20,
+    "thirty": 30, "forty": 40, "forty-five": 45, "fifty": 50, "sixty": 60, "ninety": 90,
+}  # fmt: skip
+_SPELLED_SPAN = re.compile(
+    r"\b(" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")(?=\s+"
+    r"(?:ms|s|sec|secs|seconds?|m|min|mins|minutes?|h|hours?)\b)",
+    re.I,
+)
 _UNITS = {
     "sec": "s",
     "secs": "s",
@@ -190,6 +211,7 @@ class TimePoint:
     moment: datetime.datetime | None = None
     clock: float | None = None  # seconds since midnight, for a time of day
     text: str = ""
+    from_end: bool = False  # ``seconds`` counts back from the end of the source ("the last 10 s")
 
 
 @dataclass(frozen=True)
@@ -207,6 +229,8 @@ class Filters:
     # "first" / "last": the query asks for the earliest or latest; "longest" / "shortest": the
     # longest or shortest stay (the summary names the longest; an operator asks for it)
     order: str | None = None
+    nth: int = 1  # which of them in that order: "the third visitor" is order first, nth 3
+    together: bool = False  # "at the same time", "passing each other": in view with another
 
     def groups(self) -> dict[str, frozenset[str]]:
         return {
@@ -302,8 +326,17 @@ def parse_time_point(text: str, what: str) -> TimePoint:
 def parse_query(query: str) -> tuple[Filters, str]:
     """The filters a query names, and the query with its time phrases taken out (what is
     embedded: "after 00:01:30" says nothing about what happened)."""
-    text = query.strip()
+    text = _SPELLED_SPAN.sub(lambda m: str(_NUMBER_WORDS[m[1].lower()]), query.strip())
+    text = re.sub(r"\b(first|last|final)\s+(second|minute|hour)\b", r"\1 1 \2", text, flags=re.I)
     after = before = None
+    found = _FIRST_SPAN.search(text)
+    if found:
+        before = parse_time_point(found[1], "the query")
+        text = text.replace(found[0], " ")
+    found = _LAST_SPAN.search(text)
+    if found:
+        after = replace(parse_time_point(found[1], "the query"), from_end=True, clock=None)
+        text = text.replace(found[0], " ")
     found = _BETWEEN.search(text)
     if found:
         after = parse_time_point(found[1], "the query")
@@ -345,8 +378,16 @@ def parse_query(query: str) -> tuple[Filters, str]:
     if re.search(r"\bleft\b", rest):
         kinds |= {"left", "disappeared", "visited", "passed"}
     order = next((name for name, pattern in _ORDER_WORDS if re.search(pattern, lower)), None)
+    nth = 1
+    ordinal = _ORDINAL.search(lower)
+    if ordinal is not None:
+        nth = _ORDINALS.get(ordinal[1]) or int(re.sub(r"\D", "", ordinal[1]))
+        order = order or "first"
+    together = any(phrase in lower for phrase in _TOGETHER)
     filters = Filters(
         order=order,
+        nth=nth,
+        together=together,
         kinds=frozenset(kinds),
         nouns=frozenset(nouns),
         colours=frozenset(c for w in words if w in COLOURS for c in colours_named(w)),
@@ -395,6 +436,7 @@ class _Row:
     event: dict[str, Any]
     texts: list[int] = field(default_factory=list)  # rows of the report's text matrix
     size: tuple[int, int] | None = None  # the source's width and height, where the report says
+    duration: float | None = None  # the source's length (s), for "in the last 10 seconds"
     _words: set[str] | None = None
 
     def words(self) -> set[str]:
@@ -458,7 +500,32 @@ _ORDER_WORDS = (
     ("last", r"\b(?:last|latest|final)\b"),
     ("first", r"\b(?:first|earliest)\b"),
 )
-_ORDER_PICK = {"first": min, "last": max, "longest": max, "shortest": min}
+_LATEST_FIRST = {"last", "longest"}  # orders counted from the end
+# "The third visitor", "the 2nd car": which one, counted in the order asked for (from the first
+# unless the query says "last": "the second last car").
+_ORDINALS = {
+    "second": 2, "third": 3, "fourth": 4, "fifth": 5, "sixth": 6, "seventh": 7, "eighth": 8,
+    "ninth": 9, "tenth": 10,
+}  # fmt: skip
+_ORDINAL = re.compile(r"\bthe\s+(" + "|".join(_ORDINALS) + r"|\d{1,2}(?:st|nd|rd|th))\b")
+# Two things in view at once: "two cars passing each other", "people at the table together".
+_TOGETHER = ("at the same time", "passing each other", "pass each other", "together",
+             "side by side", "simultaneously", "at once")  # fmt: skip
+
+
+def _in_view_together(rows: list[_Row], mets: list[dict[str, float]], soft: Filters) -> list[int]:
+    """The rows whose event shares time with another event of its source, both of what the
+    query names ("two cars passing each other")."""
+    named = [i for i, r in enumerate(rows) if not soft.nouns or "noun" in mets[i]]
+    together = set()
+    for a in named:
+        for b in named:
+            ra, rb = rows[a], rows[b]
+            if a < b and ra.report is rb.report and ra.source_index == rb.source_index:
+                ea, eb = ra.event, rb.event
+                if float(ea["start"]) < float(eb["end"]) and float(eb["start"]) < float(ea["end"]):
+                    together |= {a, b}
+    return sorted(together)
 
 
 def _order_key(e: dict[str, Any], order: str) -> float:
@@ -482,9 +549,16 @@ def track_places(e: dict[str, Any], size: tuple[int, int] | None) -> str:
     return f"from the {first} to the {last}"
 
 
-def _offset(e: dict[str, Any], point: TimePoint, key: str) -> float | None:
+def _offset(
+    e: dict[str, Any], point: TimePoint, key: str, duration: float | None = None
+) -> float | None:
     """How far the event's ``start`` or ``end`` is past ``point``, in seconds; None when the
-    event has no time on that scale (a wall-clock bound, a report of a file)."""
+    event has no time on that scale (a wall-clock bound, a report of a file; a point counted
+    back from the end of a source of unknown length)."""
+    if point.from_end:
+        if duration is None:
+            return None
+        return float(e[key]) - (float(duration) - (point.seconds or 0.0))
     wall = e.get(f"wall_{key}")
     if point.moment is not None:
         if not wall:
@@ -498,21 +572,27 @@ def _offset(e: dict[str, Any], point: TimePoint, key: str) -> float | None:
     return float(e[key]) - (point.seconds or 0.0)
 
 
-def _in_time(e: dict[str, Any], filters: Filters) -> bool:
-    """The event overlaps [after, before]."""
+def _in_time(e: dict[str, Any], filters: Filters, duration: float | None = None) -> bool:
+    """The event overlaps [after, before]. duration: its source's length (s)."""
     if filters.after is not None:
-        past = _offset(e, filters.after, "end")
+        past = _offset(e, filters.after, "end", duration)
         if past is None or past < 0:
             return False
     if filters.before is not None:
-        past = _offset(e, filters.before, "start")
+        past = _offset(e, filters.before, "start", duration)
         if past is None or past > 0:
             return False
     return True
 
 
-def _hard(e: dict[str, Any], source: str, flags: Filters, words: Callable[[], set[str]]) -> bool:
-    """The flags' filters (all must hold) and the time bounds."""
+def _hard(
+    e: dict[str, Any],
+    source: str,
+    flags: Filters,
+    words: Callable[[], set[str]],
+    duration: float | None = None,
+) -> bool:
+    """The flags' filters (all must hold) and the time bounds (duration: the source's)."""
     if flags.kinds and not (_kinds(e) & flags.kinds):
         return False
     if flags.nouns and not ((e.get("noun") or "") in flags.nouns or words() & flags.nouns):
@@ -521,7 +601,7 @@ def _hard(e: dict[str, Any], source: str, flags: Filters, words: Callable[[], se
         return False
     if flags.sources and not any(s in source for s in flags.sources):
         return False
-    return _in_time(e, flags)
+    return _in_time(e, flags, duration)
 
 
 # -- the index ---------------------------------------------------------------------------------
@@ -597,10 +677,13 @@ def _report_texts(report: ReportFolder) -> tuple[list[str], list[_Row]]:
     texts: dict[str, int] = {}
     rows = []
     for index, s in enumerate(report.data.get("sources") or [], 1):
+        info = s.get("info") or {}
+        size = (int(info["width"]), int(info["height"])) if info.get("width") else None
+        # A live stream's report has no duration: its end is as far as it was watched.
+        ends = [float(e["end"]) for e in s.get("events") or []]
+        duration = info.get("duration") or s.get("processed_until") or max(ends, default=None)
         for e in s.get("events") or []:
-            info = s.get("info") or {}
-            size = (int(info["width"]), int(info["height"])) if info.get("width") else None
-            row = _Row(report, index, s["source"], e, size=size)
+            row = _Row(report, index, s["source"], e, size=size, duration=duration)
             row.texts = [texts.setdefault(t, len(texts)) for t in event_texts(e)]
             rows.append(row)
     return list(texts), rows
@@ -638,7 +721,7 @@ def search(
     hits: list[Hit] = []
     for report in reports:
         texts, rows = _report_texts(report)
-        rows = [r for r in rows if _hard(r.event, r.source, hard, r.words)]
+        rows = [r for r in rows if _hard(r.event, r.source, hard, r.words, r.duration)]
         if not rows:
             continue
         sims = None
@@ -653,11 +736,15 @@ def search(
                     for i, r in enumerate(rows)
                     if r.source_index == index and (not soft.nouns or "noun" in mets[i])
                 ]
-                if named:
-                    pick = _ORDER_PICK[soft.order](
-                        named, key=lambda i: _order_key(rows[i].event, soft.order)
-                    )
-                    mets[pick]["order"] = 1.0
+                named.sort(
+                    key=lambda i: _order_key(rows[i].event, soft.order),
+                    reverse=soft.order in _LATEST_FIRST,
+                )
+                if len(named) >= soft.nth:
+                    mets[named[soft.nth - 1]]["order"] = 1.0
+        if soft.together:
+            for i in _in_view_together(rows, mets, soft):
+                mets[i]["together"] = 1.0
         for r, met in zip(rows, mets):
             matched = tuple(met)
             bonus = sum(WEIGHTS[g] * share for g, share in met.items())
