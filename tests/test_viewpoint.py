@@ -447,20 +447,28 @@ def test_a_fixed_camera_over_objects_keeps_the_pixel_path():
     assert not any(type(c).__name__ == "ObjectCluster" for c in report.analysis.clusters)
 
 
-def _seen(p_metal: float, median_ratio: float):
-    """A red ball as one view segmented it: only its material reading and brightness matter."""
+def _seen(
+    p_metal: float = 0.1,
+    median_ratio: float = 0.3,
+    colour: str = "red",
+    contact: tuple[float, float] = (2.0, 4.0),
+    whole: bool = True,
+):
+    """A ball as one view segmented it, from the measurements a rule reads: its material
+    reading, brightness against the floor, colour, where it stands, whether seen whole."""
     from spotdiff_cli.analysis.objects3d import SceneObject
 
     return SceneObject(
         mask=np.ones((4, 4), bool),
-        bbox=(0, 0, 4, 4),
-        contact=(2.0, 4.0),
+        bbox=(int(contact[0]) - 2, int(contact[1]) - 4, 4, 4),
+        contact=contact,
         area=16,
-        colour="red",
+        colour=colour,
         lab=np.array([90.0, 170.0, 150.0], np.float32),
         material="metal" if p_metal > 0.5 else "rubber",
         shape="sphere",
         scale=0.15,
+        whole=whole,
         features={"p_metal": p_metal, "median_ratio": median_ratio},
     )
 
@@ -477,3 +485,26 @@ def test_a_material_change_needs_the_rubber_side_brighter_than_the_metal_side():
     assert not _material_changed(_seen(0.03, 1.5), _seen(0.98, 0.1))
     # Neither view sure of its reading: no change, however the brightness differs.
     assert not _material_changed(_seen(0.4, 0.33), _seen(0.9, 0.11))
+
+
+def test_a_shift_across_the_view_onto_a_look_alike_is_not_the_camera():
+    from spotdiff_cli.analysis.objects3d import fit_camera
+
+    # Two objects seen half-hidden after the move agree on a zoom and a turn; a purple ball that
+    # moved across the view agrees with a 328 px pan on its own. Such a pan is no camera jitter
+    # (the objects' camera is bounded at 0.4 of the frame): the two objects give the camera.
+    before = [
+        _seen(colour="yellow", contact=(292, 138)),
+        _seen(colour="gray", contact=(323, 186)),
+        _seen(colour="purple", contact=(389, 172)),
+    ]
+    after = [
+        _seen(colour="yellow", contact=(246, 108), whole=False),
+        _seen(colour="purple", contact=(61, 156)),
+        _seen(colour="gray", contact=(266, 152), whole=False),
+    ]
+    fit = fit_camera(before, after, (480, 320))
+    assert sorted(fit.pairs) == [(0, 0), (1, 2)] and fit.model == "similarity"
+    # A lone look-alike far across the view gives no camera at all.
+    far = fit_camera([_seen(contact=(400, 200))], [_seen(contact=(40, 190))], (480, 320))
+    assert far.pairs == () and far.model == "none"

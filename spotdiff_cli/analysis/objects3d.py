@@ -800,6 +800,12 @@ def _size_threshold(objects: list[SceneObject]) -> float:
 _AGREE = 0.03
 # A fit that turns the view by more than this many degrees is not a camera's move here.
 _MAX_TURN = 15.0
+# ... or carries a corner of the frame further than this share of its long side: the bound
+# viewpoint.py puts on the objects' camera (_OBJECTS_MOVED_AT_MOST), beyond which the pixel
+# analysis answers instead. On the tuning renders a lone purple sphere's shift onto another
+# purple sphere across the view (328 px) outvoted the two objects that gave the true camera,
+# and the pair went to the pixel path ("a purple car appeared").
+_MAX_TRAVEL = 0.4
 # A similarity (two objects) is a rougher model of the floor's homography: its error reaches
 # 10-20 px at 480 for CLEVR-Change's camera moves.
 _AGREE_SIMILAR = 0.04
@@ -905,14 +911,19 @@ def _similarity(
     return np.array([[k.real, -k.imag, shift.real], [k.imag, k.real, shift.imag], [0, 0, 1]])
 
 
-def _camera_like(matrix: np.ndarray) -> bool:
+def _camera_like(matrix: np.ndarray, size: tuple[int, int]) -> bool:
     """Whether a fit can be the floor seen by a camera moved a few metres: it turns the view by
-    at most _MAX_TURN degrees and zooms it by 0.6-1.7x (CLEVR-Change's moves: a few degrees and
-    5-30 %); a fit forced through a moved object often turns or zooms far more."""
+    at most _MAX_TURN degrees, zooms it by 0.6-1.7x (CLEVR-Change's moves: a few degrees and
+    5-30 %) and carries no corner of the frame further than _MAX_TRAVEL; a fit forced through
+    a moved object often turns or zooms far more, and one object's shift onto another of its
+    colour across the view carries the floor further."""
     a = matrix[:2, :2]
     rotation = math.degrees(math.atan2(a[1, 0] - a[0, 1], a[0, 0] + a[1, 1]))
     zoom = math.sqrt(abs(float(np.linalg.det(a))))
-    return abs(rotation) <= _MAX_TURN and 0.6 <= zoom <= 1.7
+    w, h = size
+    corners = np.array([[0, 0], [w - 1, 0], [0, h - 1], [w - 1, h - 1]], float)
+    travel = np.hypot(*(corners @ a.T + matrix[:2, 2] - corners).T).max()
+    return abs(rotation) <= _MAX_TURN and 0.6 <= zoom <= 1.7 and travel <= _MAX_TRAVEL * max(w, h)
 
 
 def _plausibility(matrix: np.ndarray) -> float:
@@ -988,13 +999,14 @@ def fit_camera(
             hypotheses.append(np.vstack((aff, [0, 0, 1])))
     best = None
     for matrix in hypotheses:
-        if not _camera_like(matrix):
+        if not _camera_like(matrix, size):
             continue
         score, chosen, spread = agreeing(matrix, loose)
         key = (score, -_plausibility(matrix), -spread)
         if best is None or key > best[0]:
             best = (key, chosen)
-    assert best is not None
+    if best is None:  # every proposal carries the floor too far: no camera from these objects
+        return CameraFit(identity, (), "none", 0.0)
     chosen = best[1]
     # Refit on the agreeing pairs with the model they support, then take the pairs that agree
     # with the refit within the tighter tolerance (a second round settles a borderline pair).
