@@ -483,7 +483,10 @@ def test_a_material_change_needs_the_rubber_side_brighter_than_the_metal_side():
     assert not _material_changed(_seen(0.03, 0.12), _seen(0.98, 0.11))
     # ... or washed out by a lamp it mirrors over its whole face (15x): no change either.
     assert not _material_changed(_seen(0.03, 1.5), _seen(0.98, 0.1))
-    # Neither view sure of its reading: no change, however the brightness differs.
+    # The side read as metal needs only 0.7 (its darkness is checked); the side read as rubber
+    # must be sure of it.
+    assert _material_changed(_seen(0.03, 0.33), _seen(0.75, 0.11))
+    assert not _material_changed(_seen(0.25, 0.33), _seen(0.98, 0.11))
     assert not _material_changed(_seen(0.4, 0.33), _seen(0.9, 0.11))
 
 
