@@ -523,6 +523,19 @@ def test_places_are_read_off_the_track_as_well_as_the_words():
     assert "place" not in _matches(lorry, wanted, words)  # the words alone do not say it
 
 
+def test_a_truck_asked_for_is_nearly_a_bus_and_half_a_car():
+    """The detector calls a lorry a truck in one look and a bus in the next: a bus event nearly
+    meets "lorry"; a car, of the vehicle family only, half."""
+    from spotdiff_cli.report.search import _matches, parse_query
+
+    wanted, _ = parse_query("a lorry")
+    met = {
+        noun: _matches({"noun": noun, "text": f"a {noun} drove through"}, wanted, lambda: set())
+        for noun in ("truck", "bus", "car", "person")
+    }
+    assert met == {"truck": {"noun": 1.0}, "bus": {"noun": 0.8}, "car": {"noun": 0.5}, "person": {}}
+
+
 def test_the_longest_and_the_shortest_stay_are_superlatives_like_first_and_last(night):
     """ "The person who stayed the longest" is the person event of the longest stay (4: 32 s,
     against 15 s), wherever the wording of the six visits is alike; "the shortest" the other."""
