@@ -236,6 +236,8 @@ def test_the_query_names_nouns_colours_kinds_places_and_times():
     f, _ = parse_query("someone left to the bottom between 10s and 2 min")
     assert f.nouns == {"person"} and "left" in f.kinds and f.places == {"to the bottom"}
     assert (f.after.seconds, f.before.seconds) == (10, 120)
+    # Whatever went left: a visit and a drive-through end with the thing leaving.
+    assert parse_query("a car leaving")[0].kinds == {"disappeared", "left", "visited", "passed"}
     assert parse_query("vehicles")[0].nouns >= {"car", "truck", "bus"}
     # A silver car is written "white" in the sun and "grey" in the shade.
     assert parse_query("a silver car")[0].colours == {"grey", "white"}

@@ -113,6 +113,7 @@ def colours_named(word: str) -> frozenset[str]:
     return frozenset({COLOURS[word]}) | COLOUR_ALSO.get(word, frozenset())
 
 
+_WENT = {"disappeared", "left", "visited", "passed"}
 # Query words -> the event kinds (the event's or one of its sentences') they name.
 KIND_WORDS = {
     "parked": {"parked", "stayed"},
@@ -126,12 +127,13 @@ KIND_WORDS = {
     "arrived": {"arrived", "parked", "appeared"},
     "arriving": {"arrived", "parked", "appeared"},
     "appeared": {"appeared", "arrived"},
-    "gone": {"disappeared", "left"},
-    "leaving": {"disappeared", "left"},
-    "leaves": {"disappeared", "left"},
-    "exit": {"disappeared", "left"},
-    "exited": {"disappeared", "left"},
-    "departed": {"disappeared", "left"},
+    # Leaving: anything that went, a visit or a drive-through included (as a bare "left" is read).
+    "gone": _WENT,
+    "leaving": _WENT,
+    "leaves": _WENT,
+    "exit": _WENT,
+    "exited": _WENT,
+    "departed": _WENT,
     "disappeared": {"disappeared", "left"},
     "vanished": {"disappeared", "left"},
     "moved": {"moved"},
@@ -376,7 +378,7 @@ def parse_query(query: str) -> tuple[Filters, str]:
     places |= {_place(w) for w in rest.split() if w in PLACES and w != "left"}
     # A bare "left" is a departure ("a car left"), not a place.
     if re.search(r"\bleft\b", rest):
-        kinds |= {"left", "disappeared", "visited", "passed"}
+        kinds |= _WENT
     order = next((name for name, pattern in _ORDER_WORDS if re.search(pattern, lower)), None)
     nth = 1
     ordinal = _ORDINAL.search(lower)
