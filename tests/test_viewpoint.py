@@ -6,6 +6,7 @@ it did before camera motion was followed. A rendered CLEVR-style check runs with
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import cv2
@@ -511,3 +512,28 @@ def test_a_shift_across_the_view_onto_a_look_alike_is_not_the_camera():
     # A lone look-alike far across the view gives no camera at all.
     far = fit_camera([_seen(contact=(400, 200))], [_seen(contact=(40, 190))], (480, 320))
     assert far.pairs == () and far.model == "none"
+
+
+def _part(colour: str, mask: np.ndarray):
+    """An object found in one view as ``mask`` (only its colour and outline matter here)."""
+    ys, xs = np.nonzero(mask)
+    obj = _seen(colour=colour, contact=(float(xs.mean()), float(ys.max())))
+    return dataclasses.replace(obj, mask=mask, area=int(mask.sum()))
+
+
+def test_a_bright_patch_split_off_a_metal_sphere_is_not_a_repainted_object():
+    from spotdiff_cli.analysis.objects3d import _part_of
+
+    ball = np.zeros((120, 160), np.uint8)
+    cv2.circle(ball, (60, 60), 30, 1, -1)
+    lower = ball.astype(bool) & (np.arange(120)[:, None] > 70)  # the bright patch, read cyan
+    patch, rest = _part("cyan", lower), _part("blue", ball.astype(bool) & ~lower)
+    assert _part_of(patch, [patch, rest], "blue")
+    # A cyan ball touching the blue one is an object of its own: together they make a waist.
+    other = np.zeros_like(ball)
+    cv2.circle(other, (112, 66), 24, 1, -1)
+    neighbour = _part("cyan", other.astype(bool) & ~ball.astype(bool))
+    whole = _part("blue", ball.astype(bool))
+    assert not _part_of(neighbour, [neighbour, whole], "blue")
+    # ... and a piece with no part of that colour beside it is no one's piece.
+    assert not _part_of(patch, [patch, rest], "red")
