@@ -537,3 +537,23 @@ def test_a_bright_patch_split_off_a_metal_sphere_is_not_a_repainted_object():
     assert not _part_of(neighbour, [neighbour, whole], "blue")
     # ... and a piece with no part of that colour beside it is no one's piece.
     assert not _part_of(patch, [patch, rest], "red")
+
+
+def test_a_fixed_camera_under_a_changed_light_compares_the_objects():
+    # The camera stayed and the light dimmed across the view: the objects, compared where they
+    # stand, say what changed (in CLEVR's words), not the pixels' moved shadows and shading.
+    before = _scene(_OBJECTS)
+    gain = np.linspace(0.7, 0.9, before.shape[1])[None, :, None]
+
+    def relit(objects):
+        return np.clip(_scene(objects, seed=1).astype(np.float32) * gain, 0, 255).astype(np.uint8)
+
+    report = describe(before, relit([o if o[0] != "red" else ("purple", *o[1:]) for o in _OBJECTS]))
+    assert report.analysis.camera is None
+    assert kinds(report) == ["colour", "lighting"], [s.text for s in report.sentences]
+    assert all(type(c).__name__ == "ObjectCluster" for c in report.analysis.clusters)
+    assert report.sentences[0].text.endswith(
+        "red rubber sphere on the left changed colour to purple"
+    )
+    # The same objects under the same changed light: only the light changed.
+    assert kinds(describe(before, relit(_OBJECTS))) == ["lighting"]
