@@ -557,3 +557,15 @@ def test_a_fixed_camera_under_a_changed_light_compares_the_objects():
     )
     # The same objects under the same changed light: only the light changed.
     assert kinds(describe(before, relit(_OBJECTS))) == ["lighting"]
+
+
+def test_a_repaint_keeps_the_object_about_as_bright_against_the_floor():
+    from spotdiff_cli.analysis.objects3d import _lit_alike
+
+    # Yellow rubber repainted red: 2.1x darker, as CLEVR's paints differ.
+    assert _lit_alike(_seen(median_ratio=1.9, colour="yellow"), _seen(median_ratio=0.9))
+    assert _lit_alike(_seen(median_ratio=0.1), _seen(median_ratio=0.98, colour="yellow"))
+    # A metal's piece black in one view (mirroring the dark world) and brighter than the floor
+    # in the other (mirroring a lamp): 145x, no paint does that.
+    assert not _lit_alike(_seen(median_ratio=2.9, colour="yellow"), _seen(median_ratio=0.02))
+    assert not _lit_alike(_seen(median_ratio=0.02), _seen(median_ratio=2.9, colour="yellow"))

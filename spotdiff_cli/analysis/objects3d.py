@@ -78,6 +78,13 @@ _GREY_OBJECT = 0.5
 # A part less convex than this (area over hull area; one object's outline is 0.93-0.99) may be
 # two objects of one colour that touch.
 _SOLID = 0.9
+# Two objects at one place are one object repainted only when neither is more than this many
+# times brighter against the floor than the other. A new paint darkens or lightens an object by
+# as much as CLEVR's paints differ (yellow rubber against a dark metal: on the two tuning
+# renders the true colour changes seen whole in both views were within 9.8x); a metal's piece
+# that mirrors the black world in one view and a lamp or a bright neighbour in the other (five
+# false changes there: 'a small yellow rubber sphere changed colour to gray') is 40-170x.
+_REPAINT_LIGHTER = 20.0
 # Two touching parts whose outlines together are at least this convex are one object's (see
 # _part_of). On the two tuning renders, of the colour changes reported where the changed part
 # touched a part of the other colour in its view, the true ones made unions of 0.69-0.91, and
@@ -1416,9 +1423,13 @@ def compare_objects(
             continue
         left_b.discard(i)
         left_a.discard(j)
-        if _other_paint(before[i].lab, after[j].lab) and not (
-            _part_of(before[i], before, after[j].colour)
-            or _part_of(after[j], after, before[i].colour)
+        if (
+            _other_paint(before[i].lab, after[j].lab)
+            and _lit_alike(before[i], after[j])
+            and not (
+                _part_of(before[i], before, after[j].colour)
+                or _part_of(after[j], after, before[i].colour)
+            )
         ):
             changes.append(ObjectChange("colour", before[i], after[j], after[j].colour, 0.8))
     # The same look elsewhere: moved. (Most alike first.)
@@ -1486,6 +1497,14 @@ def compare_objects(
         changes.append(ObjectChange("appeared", None, after[j], "", _sure(after[j])))
     changes.sort(key=lambda c: (-c.confidence, -c.subject.area))
     return changes
+
+
+def _lit_alike(before: SceneObject, after: SceneObject) -> bool:
+    """Whether two objects at one place can be one object repainted: their brightness against
+    the floor (median, inside the outline) within _REPAINT_LIGHTER of each other."""
+    a = before.features.get("median_ratio", 1.0)
+    b = after.features.get("median_ratio", 1.0)
+    return max(a, b) <= _REPAINT_LIGHTER * max(min(a, b), 1e-3)
 
 
 def _part_of(obj: SceneObject, view: list[SceneObject], colour: str) -> bool:
