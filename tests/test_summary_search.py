@@ -305,6 +305,34 @@ def test_ordinals_windows_from_either_end_and_things_in_view_together(night):
     assert not any("together" in h.matched for h in people)  # one visit after the other
 
 
+def test_in_view_together_is_a_sweep_that_agrees_with_every_pair():
+    """The sweep (a night's report has thousands of events) marks exactly the events that
+    overlap another of their source, as comparing every pair does."""
+    import random
+
+    from spotdiff_cli.report.search import Filters, _in_view_together, _Row
+
+    rng = random.Random(5)
+    for _ in range(200):
+        rows = []
+        for i in range(rng.randint(0, 12)):
+            start = float(rng.randint(0, 30))
+            end = start + rng.choice([0.0, 0.0, 1.0, 2.0, 5.0])
+            rows.append(_Row(None, rng.randint(1, 2), "cam", {"id": i, "start": start, "end": end}))
+        brute = sorted(
+            {
+                a
+                for a, ra in enumerate(rows)
+                for b, rb in enumerate(rows)
+                if a != b
+                and ra.source_index == rb.source_index
+                and ra.event["start"] < rb.event["end"]
+                and rb.event["start"] < ra.event["end"]
+            }
+        )
+        assert _in_view_together(rows, [{} for _ in rows], Filters()) == brute
+
+
 def test_flags_are_hard_filters(night):
     report = load_report(night)
     only_cars = search([report], "something", filters_from_flags(nouns=["vehicle"]))

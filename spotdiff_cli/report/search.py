@@ -524,16 +524,23 @@ _TOGETHER = ("at the same time", "passing each other", "pass each other", "toget
 
 def _in_view_together(rows: list[_Row], mets: list[dict[str, float]], soft: Filters) -> list[int]:
     """The rows whose event shares time with another event of its source, both of what the
-    query names ("two cars passing each other")."""
-    named = [i for i, r in enumerate(rows) if not soft.nouns or "noun" in mets[i]]
-    together = set()
-    for a in named:
-        for b in named:
-            ra, rb = rows[a], rows[b]
-            if a < b and ra.report is rb.report and ra.source_index == rb.source_index:
-                ea, eb = ra.event, rb.event
-                if float(ea["start"]) < float(eb["end"]) and float(eb["start"]) < float(ea["end"]):
-                    together |= {a, b}
+    query names ("two cars passing each other"). One sweep per source in start order: an event
+    overlaps another when it starts before an earlier one ends, or the next one starts before
+    it ends (a night's report has thousands of events)."""
+    by_source: dict[tuple[int, int], list[int]] = {}
+    for i, r in enumerate(rows):
+        if not soft.nouns or "noun" in mets[i]:
+            by_source.setdefault((id(r.report), r.source_index), []).append(i)
+    together: set[int] = set()
+    for named in by_source.values():
+        spans = sorted(
+            (float(rows[i].event["start"]), float(rows[i].event["end"]), i) for i in named
+        )
+        latest_end = float("-inf")
+        for k, (start, end, i) in enumerate(spans):
+            if start < latest_end or (k + 1 < len(spans) and spans[k + 1][0] < end):
+                together.add(i)
+            latest_end = max(latest_end, end)
     return sorted(together)
 
 
