@@ -305,6 +305,21 @@ def test_ordinals_windows_from_either_end_and_things_in_view_together(night):
     assert not any("together" in h.matched for h in people)  # one visit after the other
 
 
+def test_around_a_time_is_a_window_and_up_or_down_is_a_direction(night):
+    """ "Around 00:00:50" keeps what overlaps 35-65 s (a quarter of an hour either side on a live
+    stream's clock); "going up" is "to the top" of the picture, "driving down" "to the bottom";
+    "set up" is no direction."""
+    f, rest = parse_query("anyone around 00:00:50")
+    assert (f.after.seconds, f.before.seconds) == (35.0, 65.0) and rest == "anyone"
+    assert f.before.clock - f.after.clock == 1800.0
+    report = load_report(night)
+    assert set(ids(search([report], "anything around 00:00:50", mode="filters"))) == {3, 4, 5, 6}
+    assert set(ids(search([report], "anything around 00:00:05", mode="filters"))) == {1, 2, 6}
+    assert parse_query("a red car going up")[0].places == {"to the top"}
+    assert parse_query("a van driving down the road")[0].places == {"to the bottom"}
+    assert parse_query("set up a camera")[0].places == frozenset()
+
+
 def test_in_view_together_is_a_sweep_that_agrees_with_every_pair():
     """The sweep (a night's report has thousands of events) marks exactly the events that
     overlap another of their source, as comparing every pair does."""

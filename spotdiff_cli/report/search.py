@@ -174,6 +174,16 @@ _BEFORE = re.compile(rf"\b(?:before|until|till|by)\s+({_TIME})", re.I)
 # or back from its end. Read before the superlatives, whose "first" and "last" they are not.
 _FIRST_SPAN = re.compile(rf"\b(?:in|during|within|over)\s+the\s+first\s+({_SPAN})", re.I)
 _LAST_SPAN = re.compile(rf"\b(?:in|during|within|over)\s+the\s+(?:last|final)\s+({_SPAN})", re.I)
+# "Around 00:01:00": a window either side, in the footage or, on a live stream's report, on the
+# clock (an operator's "around 22:00" means a quarter of an hour, not seconds).
+_AROUND = re.compile(rf"\b(?:around|about|approximately|roughly|circa)\s+({_TIME})", re.I)
+AROUND_SECONDS = 15.0
+AROUND_CLOCK_SECONDS = 900.0
+# Motion up or down the picture: "a red car going up", "driving down the car park".
+_UP_DOWN = re.compile(
+    r"\b(?:go|goes|going|went|drive|drives|driving|drove|head|heads|heading|headed|move|moves|"
+    r"moving|moved|walk|walks|walking|walked|come|comes|coming|came)\s+(?P<way>up|down)\b"
+)
 _NUMBER_WORDS = {
     "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "fifteen": 15, "twenty": 20,
@@ -325,6 +335,16 @@ def parse_time_point(text: str, what: str) -> TimePoint:
     return TimePoint(seconds=seconds, clock=clock, text=value)
 
 
+def _around(point: TimePoint, side: float) -> TimePoint:
+    """One bound of "around ``point``": ``side`` -1 the earlier, 1 the later."""
+    seconds = None if point.seconds is None else max(0.0, point.seconds + side * AROUND_SECONDS)
+    clock = None if point.clock is None else point.clock + side * AROUND_CLOCK_SECONDS
+    moment = None
+    if point.moment is not None:
+        moment = point.moment + datetime.timedelta(seconds=side * AROUND_CLOCK_SECONDS)
+    return TimePoint(seconds=seconds, moment=moment, clock=clock, text=f"around {point.text}")
+
+
 def parse_query(query: str) -> tuple[Filters, str]:
     """The filters a query names, and the query with its time phrases taken out (what is
     embedded: "after 00:01:30" says nothing about what happened)."""
@@ -339,6 +359,11 @@ def parse_query(query: str) -> tuple[Filters, str]:
     if found:
         after = replace(parse_time_point(found[1], "the query"), from_end=True, clock=None)
         text = text.replace(found[0], " ")
+    found = _AROUND.search(text)
+    if found:
+        point = parse_time_point(found[1], "the query")
+        after, before = _around(point, -1.0), _around(point, 1.0)
+        text = text.replace(found[0], " ")
     found = _BETWEEN.search(text)
     if found:
         after = parse_time_point(found[1], "the query")
@@ -352,6 +377,8 @@ def parse_query(query: str) -> tuple[Filters, str]:
             text = text.replace(found[0], " ")
     lower = " ".join(re.findall(r"[^\W_]+", text.lower()))
     places: set[str] = set()
+    for way in _UP_DOWN.finditer(lower):
+        places.add("to the top" if way["way"] == "up" else "to the bottom")
     viewpoint = _TOWARDS_CAMERA.search(lower)
     if viewpoint is not None:
         away = viewpoint["away"] or viewpoint[0].split()[0] == "from"
