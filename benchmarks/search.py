@@ -1,17 +1,23 @@
 """How well ``spotdiff search`` finds events, how right ``spotdiff summary`` counts, and how
 fast search is on a large report (not a test; issue 28).
 
-    .venv/bin/python benchmarks/search.py [--reports DIR] [--set all|tuned|heldout|judge|judge2]
+    .venv/bin/python benchmarks/search.py [--reports DIR] [--set all|tuned|heldout|judge|judge2|judge3]
         [--events 10000]
 
-1. **Recall** over four query sets, each scored on its own: ``annotations/search_queries.json``
-   (18 queries; the ranking weights of report/search.py were set while looking at them),
-   ``annotations/search_queries_heldout.json`` (16, written with their answers before search
-   was run on them, never used to set a weight; its misses were studied on 2026-11-26, so it
-   no longer judges) and ``annotations/search_queries_judge.json`` (16, written blind that day,
-   to be run once a round to report, never to tune on; run once at b113481: 0.646, then spent)
-   and ``annotations/search_queries_judge2.json`` (16, written blind after that). The three
-   reports (the two Intel clips and
+1. **Recall** over five query sets, each scored on its own:
+
+   - ``annotations/search_queries.json`` (18 queries; the ranking weights of report/search.py
+     were set while looking at them);
+   - ``annotations/search_queries_heldout.json`` (16, written with their answers before search
+     was run on them; its misses were studied on 2026-11-26, so it no longer judges);
+   - ``annotations/search_queries_judge.json`` (16, written blind that day; run once at
+     b113481: 0.646, then spent);
+   - ``annotations/search_queries_judge2.json`` (16, written blind after that; run once at
+     194c981: 0.719, then spent);
+   - ``annotations/search_queries_judge3.json`` (16, written by a helper who never read the
+     search code, from the footage's facts).
+
+   The three reports (the two Intel clips and
    the motorway, ``spotdiff video CLIP --every 1s``) are searched together, each query ranked
    three ways: meaning alone (the MiniLM cosine), filters alone (the nouns, colours, kinds,
    places and times the query names) and both (what ``spotdiff search`` does). recall@k =
@@ -93,6 +99,7 @@ QUERY_SETS = {
     "heldout": ("search_queries_heldout.json", "held out: never used to set a weight"),
     "judge": ("search_queries_judge.json", "judge: written blind, run once to report"),
     "judge2": ("search_queries_judge2.json", "judge2: written blind after judge was spent"),
+    "judge3": ("search_queries_judge3.json", "judge3: written by a helper who never saw search"),
 }
 
 # A thing of the footage: (clip, window, nouns, kinds), and which of the query's identical
@@ -366,7 +373,7 @@ def main() -> None:
     parser.add_argument("--skip-latency", action="store_true")
     parser.add_argument(
         "--set",
-        choices=("tuned", "heldout", "judge", "judge2", "all"),
+        choices=("tuned", "heldout", "judge", "judge2", "judge3", "all"),
         default="all",
         help="which queries: the 18 the weights were set on, the held-out ones, the judging set "
         "(16, written blind after the held-out set's misses had been studied), or all three "
