@@ -222,7 +222,9 @@ def recall(folders: dict[str, Path], sets: list[str], weights: Path | None = Non
         scores: dict[str, dict[int, list[float]]] = {m: {1: [], 3: []} for m in modes}
         print(f"\n{QUERY_SETS[name][1]} ({QUERY_SETS[name][0]})")
         print(
-            f"{'query':58s}" + "".join(f"{m:>12s}" for m in modes) + "   (rank of the first answer)"
+            f"{'query':58s}"
+            + "".join(f"{m:>12s}" for m in modes)
+            + f"{'both@3':>8s}   (rank of the first answer; both's recall@3)"
         )
         for q in queries:
             wanted = things_of(q)
@@ -238,7 +240,11 @@ def recall(folders: dict[str, Path], sets: list[str], weights: Path | None = Non
                     scores[mode][k].append(len(answers & set(got[:k])) / min(k, len(wanted)))
                 first = next((i + 1 for i, g in enumerate(got) if g in answers), None)
                 ranks.append(str(first) if first else "-")
-            print(f"{q['query'][:57]:58s}" + "".join(f"{r:>12s}" for r in ranks))
+            print(
+                f"{q['query'][:57]:58s}"
+                + "".join(f"{r:>12s}" for r in ranks)
+                + f"{scores['both'][3][-1]:>8.2f}"
+            )
         print(f"recall over {len(queries)} queries ({name}), {n_events} events")
         for mode in modes:
             print(
