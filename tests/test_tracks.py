@@ -131,6 +131,18 @@ def test_a_track_that_went_out_through_the_views_edge_ends_at_the_next_look():
     assert gone.left_view
 
 
+def test_the_trackers_view_follows_the_watched_region_the_pipeline_sets_later():
+    """The pipeline learns the --roi box from the first frame, after the watcher is made: its
+    tracker must then end tracks at the box's edge, not the frame's, and so must the tracker a
+    checkpoint starts afresh."""
+    watcher = ObjectWatcher(1280, 720, 2.0, look_every=1.0)
+    assert watcher.tracker.view == (0, 0, 1280, 720)
+    watcher.region = (300, 250, 120, 80)  # work pixels, half size
+    assert watcher.tracker.view == (600, 500, 240, 160)
+    watcher.reset()
+    assert watcher.tracker.view == (600, 500, 240, 160)
+
+
 def test_an_object_that_left_between_looks_of_busy_traffic_is_told_by_its_leaving():
     """On a busy road the pixel analysis merges the traffic into clusters too large for any one
     track, so a lorry crossing in two looks explains no change of its own; found gone at the

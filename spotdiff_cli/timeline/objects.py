@@ -94,7 +94,7 @@ class ObjectWatcher:
         was there from the start. every: the sample spacing (s; 0 when counted in frames)."""
         self.width, self.height, self.scale = width, height, scale
         self.look_every = look_every
-        self.region = region
+        self._region = region
         self._detector = detector
         # Looks come at most once per look_every, and no more often than samples do.
         self.misses = max(0, round(2 * look_every / max(look_every, every)))
@@ -122,13 +122,26 @@ class ObjectWatcher:
         self.visible.clear()
         self.trail.clear()
 
+    @property
+    def region(self) -> BBox | None:
+        """The watched box in work pixels, or None for the whole frame. The pipeline learns it
+        from the first frame, after this watcher is made: setting it moves the tracker's view."""
+        return self._region
+
+    @region.setter
+    def region(self, region: BBox | None) -> None:
+        self._region = region
+        self.tracker.view = self._view()
+
+    def _view(self) -> BBox:
+        """The watched view in original pixels: where tracks end as objects leave it."""
+        if self._region is None:
+            return (0, 0, self.width, self.height)
+        x, y, w, h = (round(v * self.scale) for v in self._region)
+        return (x, y, w, h)
+
     def _new_tracker(self) -> ObjectTracker:
-        """Tracks end where objects leave the watched view (original pixels)."""
-        if self.region is None:
-            view = (0, 0, self.width, self.height)
-        else:
-            view = tuple(round(v * self.scale) for v in self.region)
-        return ObjectTracker(self.misses, view=view)
+        return ObjectTracker(self.misses, view=self._view())
 
     @property
     def live_ids(self) -> set[int]:
