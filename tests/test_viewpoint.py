@@ -569,3 +569,53 @@ def test_a_repaint_keeps_the_object_about_as_bright_against_the_floor():
     # in the other (mirroring a lamp): 145x, no paint does that.
     assert not _lit_alike(_seen(median_ratio=2.9, colour="yellow"), _seen(median_ratio=0.02))
     assert not _lit_alike(_seen(median_ratio=0.02), _seen(median_ratio=2.9, colour="yellow"))
+
+
+def test_a_light_dimmed_a_little_still_lets_the_objects_answer():
+    # A lamp dimmed by 1 %: the light correction (about 1.9 grey levels) is under the pixels'
+    # threshold for a changed light, but over the objects' (_OBJECTS_RELIT), so the objects,
+    # compared where they stand, name the repaint; by 0.5 % (0.9) the pixels answer as before.
+    before = _scene(_OBJECTS)
+    repainted = [o if o[0] != "red" else ("purple", *o[1:]) for o in _OBJECTS]
+
+    def dimmed(gain: float) -> np.ndarray:
+        after = _scene(repainted, seed=1).astype(np.float32) * gain
+        return np.clip(after, 0, 255).astype(np.uint8)
+
+    report = describe(before, dimmed(0.99))
+    assert report.analysis.camera is None
+    assert [type(c).__name__ for c in report.analysis.clusters] == ["ObjectCluster"]
+    assert report.sentences[0].text.endswith("changed colour to purple")
+    barely = describe(before, dimmed(0.995))
+    assert [type(c).__name__ for c in barely.analysis.clusters] == ["Cluster"]
+
+
+def test_a_coloured_object_too_dark_to_show_its_hue_is_not_grey_paint():
+    from spotdiff_cli.analysis.objects3d import _other_paint
+
+    def lab(lightness: float, a: float, b: float) -> np.ndarray:
+        return np.array([lightness, a, b], np.float32)
+
+    brown, green = lab(49, 140, 150), lab(92, 91, 163)
+    # CLEVR's grey paint reads neutral, even a grey metal mirroring the dark world (L 21-28).
+    assert _other_paint(lab(75, 128, 128), brown)
+    assert _other_paint(lab(26, 128, 129), green)
+    # A brown metal's dark side keeps a tint (chroma 7.8): no grey paint, no repaint.
+    assert not _other_paint(lab(35, 134, 133), brown)
+    assert not _other_paint(brown, lab(11, 134, 133))
+    # A green cylinder's unlit side reads black: nothing says which paint it has.
+    assert not _other_paint(lab(0, 128, 128), green)
+    # Two colourful paints are compared by hue as before.
+    assert _other_paint(brown, green) and not _other_paint(green, lab(80, 94, 161))
+
+
+def test_a_flat_band_is_no_clevr_object_to_arrive_or_go():
+    from spotdiff_cli.analysis.objects3d import _object_sized
+
+    ball = _seen()
+    assert _object_sized(dataclasses.replace(ball, bbox=(300, 100, 56, 51), scale=0.19))
+    # The top of a cube standing behind a neighbour, 78 x 16 px: a piece, not an object.
+    assert not _object_sized(dataclasses.replace(ball, bbox=(310, 103, 78, 16), scale=0.36))
+    # A sliver (scale 0.05) and the far floor's dark band (1.7) are not either, as before.
+    assert not _object_sized(dataclasses.replace(ball, bbox=(0, 0, 10, 20), scale=0.05))
+    assert not _object_sized(dataclasses.replace(ball, bbox=(0, 0, 400, 200), scale=1.7))

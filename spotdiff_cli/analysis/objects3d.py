@@ -1105,6 +1105,14 @@ _EVIDENCE = 0.3
 
 # Two paints differ when their hues are this many degrees apart (see _other_paint).
 _OTHER_HUE = 14.0
+# CLEVR's grey paint reads neutral: of the 233 objects read grey on the wide tuning render
+# (seed 14) that are grey in the gold, the median Lab's chroma (OpenCV's 8-bit units) was 1.4 at
+# most and the lightness 21 at least (a grey metal mirroring the dark world). The objects read
+# grey that are coloured (a brown or green metal's dark side, a green cylinder's unlit side)
+# keep a tint of 3-10 or are near black (0-15): "the large gray metal sphere changed colour to
+# brown", "the large gray rubber cube changed colour to green" where nothing was repainted.
+_GREY_TINT = 3.0
+_UNLIT = 16.0
 # ... and when something else covers this share of that place, it is the object repainted
 # (a colour change, if the colour there differs) that segmentation did not find as a whole.
 _COVERED = 0.6
@@ -1132,6 +1140,11 @@ _MERGED_INSIDE = 0.6
 # scale 1.5-2).
 _SMALLEST = 0.07
 _BIGGEST = 0.8
+# ... and at least this tall for its width: seen from CLEVR's elevation (about 30 degrees) a
+# whole sphere, cube or cylinder is 0.6-1.6 times as tall as wide; a flat band is a piece (the
+# top of an object that stands behind a neighbour, a dark lip): on the wide tuning render
+# (seed 14) a 78 x 16 px band behind a cylinder was "the large gray rubber cube is gone".
+_FLATTEST = 0.35
 # ... and when at least this share of its outline, brought to where the camera puts it, lies
 # inside the other view (else it left the view or came into it with the camera).
 _IN_VIEW = 0.5
@@ -1166,15 +1179,24 @@ def _evidence(
     return float(like[region].mean())
 
 
+def _grey_paint(lab: np.ndarray) -> bool:
+    """Whether a median Lab colour read as grey (chroma under _CHROMA) is CLEVR's grey paint and
+    not a coloured object too dark to show its hue: neutral (chroma under _GREY_TINT) and lit
+    (lightness _UNLIT or more)."""
+    chroma = float(np.hypot(lab[1] - 128.0, lab[2] - 128.0))
+    return chroma < _GREY_TINT and float(lab[0]) >= _UNLIT
+
+
 def _other_paint(lab_a: np.ndarray, lab_b: np.ndarray) -> bool:
     """Whether two median Lab colours (OpenCV's 8-bit Lab) are different paints, not one paint
-    seen twice: one colourful and the other grey, or hues at least _OTHER_HUE apart (CLEVR's
-    nearest, blue and purple, are 18 degrees apart; one object seen from two viewpoints
-    stays within about 10)."""
+    seen twice: one colourful and the other grey paint (see _grey_paint: a coloured metal's
+    dark side reads grey too), or hues at least _OTHER_HUE apart (CLEVR's nearest, blue and
+    purple, are 18 degrees apart; one object seen from two viewpoints stays within about 10)."""
     ca = float(np.hypot(lab_a[1] - 128.0, lab_a[2] - 128.0))
     cb = float(np.hypot(lab_b[1] - 128.0, lab_b[2] - 128.0))
     if min(ca, cb) < _CHROMA:
-        return max(ca, cb) >= 2 * _CHROMA
+        grey = lab_a if ca < cb else lab_b
+        return max(ca, cb) >= 2 * _CHROMA and _grey_paint(grey)
     ha = math.degrees(math.atan2(lab_a[2] - 128.0, lab_a[1] - 128.0))
     hb = math.degrees(math.atan2(lab_b[2] - 128.0, lab_b[1] - 128.0))
     return abs((ha - hb + 180.0) % 360.0 - 180.0) >= _OTHER_HUE
@@ -1394,7 +1416,7 @@ def compare_objects(
         """Whether an object left unmatched can be an arrival, a departure or a repaint: the
         size of a CLEVR object, and its place (``region``, brought to the other view) mostly
         in that view."""
-        return _SMALLEST <= obj.scale <= _BIGGEST and region.sum() >= _IN_VIEW * obj.area
+        return _object_sized(obj) and region.sum() >= _IN_VIEW * obj.area
 
     def explained(region: np.ndarray, matched: np.ndarray, maps: _Maps) -> bool:
         """Whether most of the object pixels covering ``region`` belong to matched objects."""
@@ -1497,6 +1519,12 @@ def compare_objects(
         changes.append(ObjectChange("appeared", None, after[j], "", _sure(after[j])))
     changes.sort(key=lambda c: (-c.confidence, -c.subject.area))
     return changes
+
+
+def _object_sized(obj: SceneObject) -> bool:
+    """Whether an object found in one view has the size and build of a CLEVR object: its scale
+    within _SMALLEST-_BIGGEST and not flatter than _FLATTEST (else a piece: a sliver, a band)."""
+    return _SMALLEST <= obj.scale <= _BIGGEST and obj.bbox[3] >= _FLATTEST * obj.bbox[2]
 
 
 def _lit_alike(before: SceneObject, after: SceneObject) -> bool:
