@@ -616,8 +616,11 @@ def test_a_flat_band_is_no_clevr_object_to_arrive_or_go():
     assert _object_sized(dataclasses.replace(ball, bbox=(300, 100, 56, 51), scale=0.19))
     # The top of a cube standing behind a neighbour, 78 x 16 px: a piece, not an object.
     assert not _object_sized(dataclasses.replace(ball, bbox=(310, 103, 78, 16), scale=0.36))
-    # A sliver (scale 0.05) and the far floor's dark band (1.7) are not either, as before.
+    # A sliver (scale 0.05, or a piece of 0.078 beside two objects) and the far floor's dark
+    # band (1.7) are not either.
     assert not _object_sized(dataclasses.replace(ball, bbox=(0, 0, 10, 20), scale=0.05))
+    assert not _object_sized(dataclasses.replace(ball, bbox=(306, 152, 21, 20), scale=0.078))
+    assert _object_sized(dataclasses.replace(ball, bbox=(300, 150, 30, 30), scale=0.09))
     assert not _object_sized(dataclasses.replace(ball, bbox=(0, 0, 400, 200), scale=1.7))
 
 
