@@ -637,3 +637,19 @@ def test_a_coloured_object_certain_of_its_finish_in_one_view_needs_only_a_lean_i
     # ... nor one lit 8.6x brighter (a metal mirroring a changed lamp), nor a grey piece's.
     assert not _material_changed(_seen(1.0, 0.07, "purple"), _seen(0.58, 0.60, "purple"))
     assert not _material_changed(_seen(0.61, 0.21, "gray"), _seen(0.97, 0.09, "gray"))
+
+
+def test_a_departure_beside_a_repainted_object_ranks_below_the_repaint():
+    from spotdiff_cli.analysis.objects3d import ObjectChange, _below_repaint
+
+    ball, piece, apart = (np.zeros((120, 160), bool) for _ in range(3))
+    ball[40:80, 40:80] = True
+    piece[45:70, 80:100] = True  # touches the ball
+    apart[45:70, 120:140] = True
+    repaint = ObjectChange("colour", _part("brown", ball), _part("purple", ball), "purple", 0.8)
+    gone = ObjectChange("disappeared", _part("yellow", piece), None, "", 0.9)
+    assert _below_repaint(gone, [repaint, gone]).confidence < repaint.confidence
+    # One standing apart keeps its rank, and so does the repaint itself.
+    away = ObjectChange("disappeared", _part("yellow", apart), None, "", 0.9)
+    assert _below_repaint(away, [repaint, away]).confidence == 0.9
+    assert _below_repaint(repaint, [repaint, gone]) is repaint
