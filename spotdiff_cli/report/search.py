@@ -550,14 +550,14 @@ _TOGETHER = ("at the same time", "passing each other", "pass each other", "toget
 
 
 def _in_view_together(rows: list[_Row], mets: list[dict[str, float]], soft: Filters) -> list[int]:
-    """The rows whose event shares time with another event of its source, both of what the
-    query names ("two cars passing each other"). One sweep per source in start order: an event
-    overlaps another when it starts before an earlier one ends, or the next one starts before
-    it ends (a night's report has thousands of events)."""
-    by_source: dict[tuple[int, int], list[int]] = {}
+    """The rows (all of one report) whose event shares time with another event of its source,
+    both of what the query names ("two cars passing each other"). One sweep per source in start
+    order: an event overlaps another when it starts before an earlier one ends, or the next one
+    starts before it ends (a night's report has thousands of events)."""
+    by_source: dict[int, list[int]] = {}
     for i, r in enumerate(rows):
         if not soft.nouns or "noun" in mets[i]:
-            by_source.setdefault((id(r.report), r.source_index), []).append(i)
+            by_source.setdefault(r.source_index, []).append(i)
     together: set[int] = set()
     for named in by_source.values():
         spans = sorted(
