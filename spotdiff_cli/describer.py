@@ -109,13 +109,15 @@ class PairDescriber:
         *,
         watch: np.ndarray | None = None,
         analysis: AnalysisConfig | None = None,
+        still_background: float | None = None,
     ) -> Analysis:
         """The pixel stages alone (align, diff, clusters): no captioner involved, so a sequence
-        can analyse its next pair on another core while this one is being captioned."""
+        can analyse its next pair on another core while this one is being captioned.
+        still_background: see ``analysis.analyse_pair``."""
         t0 = time.perf_counter()
         pair = make_pair(as_frame(before, "before"), as_frame(after, "after"))
         loaded = time.perf_counter() - t0
-        result = analyse_pair(pair, analysis or self.analysis, watch)
+        result = analyse_pair(pair, analysis or self.analysis, watch, still_background)
         result.timings["load"] = loaded
         return result
 

@@ -139,3 +139,129 @@ def test_dbscan_on_the_changed_area_alone_gives_the_whole_frame_labels():
         assert np.array_equal(
             grid_dbscan(active, eps, min_samples), _grid_dbscan(active, eps, min_samples)
         )
+
+
+# The fast forms of the analysis' inner loops must give the values of the plain numpy forms
+# they replaced, to the bit: the video pipeline's events were checked identical on the real
+# clips, and these keep it so on any input.
+
+
+def test_median_of_levels_is_numpys_median():
+    from spotdiff_cli.analysis.diff import _median_level
+
+    rng = np.random.default_rng(5)
+    for n in (1, 2, 3, 16, 17, 1000, 20_001):
+        for high in (2, 30, 256):
+            levels = rng.integers(0, high, n).astype(np.uint8)
+            assert _median_level(levels) == float(np.median(levels.astype(np.float32)))
+
+
+def _plain_fit_lighting(before, after, valid):
+    """The light fit as first written (float samples, np.median): the reference."""
+    stride = max(1, int(np.sqrt(valid.size / 20_000)))
+    sel = valid[::stride, ::stride]
+    samples_b = before[::stride, ::stride][sel].astype(np.float32)
+    samples_a = after[::stride, ::stride][sel].astype(np.float32)
+    gains = np.ones(3, dtype=np.float32)
+    for c in range(3):
+        x, y = samples_a[:, c], samples_b[:, c]
+        usable = (x > 3) & (x < 252) & (y > 3) & (y < 252)
+        x, y = x[usable], y[usable]
+        if x.size < 16:
+            continue
+        gain = float(np.median(y)) / max(1.0, float(np.median(x)))
+        for _ in range(2):
+            residual = y - gain * x
+            sigma = 1.4826 * float(np.median(np.abs(residual))) + 1.0
+            keep = np.abs(residual) < 2.5 * sigma
+            if keep.sum() < 16:
+                break
+            gain = float(np.dot(x[keep], y[keep]) / max(1e-6, np.dot(x[keep], x[keep])))
+        if 0.3 < gain < 3.3:
+            gains[c] = gain
+    return gains
+
+
+@pytest.mark.parametrize("shape,masked", [((240, 320), False), ((361, 641), True)])
+def test_light_fit_and_distance_match_their_plain_forms(scene, shape, masked):
+    from spotdiff_cli.analysis.diff import _distance, fit_lighting
+
+    rng = np.random.default_rng(7)
+    before = textured_background(*shape, seed=4)
+    after = np.clip(before.astype(np.float32) * [1.3, 1.1, 0.8] + 5, 0, 255).astype(np.uint8)
+    after = draw_box(after, 40, 30, 60, 50, (250, 250, 250))
+    valid = np.ones(shape, bool)
+    if masked:
+        valid[:, :13] = False
+        valid &= rng.random(shape) > 0.1
+    gains, offsets = fit_lighting(before, after, valid)
+    assert np.array_equal(gains, _plain_fit_lighting(before, after, valid))
+    assert not offsets.any()
+    b, a = before.astype(np.float32), after.astype(np.float32)
+    d = a - b
+    assert np.array_equal(_distance(b, a), np.sqrt(np.einsum("hwc,hwc->hw", d, d)))
+
+
+def test_shift_scores_match_their_plain_form():
+    from spotdiff_cli.analysis.align import _TRUNCATE, _scores
+
+    rng = np.random.default_rng(8)
+    a, b = rng.normal(size=(2, 90, 130)).astype(np.float32)
+    found = _scores(a, b, (1, -1), 2, 4, samples=2000)
+    stride = max(1, int(np.sqrt((90 - 8) * (130 - 8) / 2000)))
+    ref = b[4:86:stride, 4:126:stride]
+    for iy, dy in enumerate(range(-3, 2)):
+        for ix, dx in enumerate(range(-1, 4)):
+            moved = a[4 + dy : 86 + dy : stride, 4 + dx : 126 + dx : stride]
+            assert found[iy, ix] == float(np.mean(np.minimum((moved - ref) ** 2, _TRUNCATE)))
+
+
+def test_cluster_sums_over_the_labelled_box_match_the_whole_frame():
+    from spotdiff_cli.analysis.cluster import clusters_from_labels
+    from spotdiff_cli.types import ChangeMask
+
+    rng = np.random.default_rng(9)
+    labels = np.zeros((120, 160), np.int32)
+    labels[30:50, 90:130] = 1
+    labels[60:62, 100:101] = 2
+    labels[45:80, 120:150][rng.random((35, 30)) > 0.5] = 3
+    distance = rng.uniform(0, 60, labels.shape).astype(np.float32)
+    mask = ChangeMask(labels > 0, distance, 20.0, 0.1, 0.1, False, 0.0)
+    found = clusters_from_labels(labels, mask)
+    excess = np.maximum(distance - 20.0, 0)
+    for cluster in found:
+        k = int(labels[cluster.mask][0])
+        ys, xs = np.nonzero(labels == k)
+        assert cluster.bbox == (
+            xs.min(),
+            ys.min(),
+            xs.max() - xs.min() + 1,
+            ys.max() - ys.min() + 1,
+        )
+        assert cluster.n_active == ys.size
+        assert (
+            cluster.salience == float(np.bincount(labels.ravel(), excess.ravel())[k]) / labels.size
+        )
+    assert [c.salience for c in found] == sorted((c.salience for c in found), reverse=True)
+
+
+def test_a_video_pair_with_little_changed_skips_the_camera_check(scene, monkeypatch):
+    # The video pipeline believes a camera move only when more than STILL_BACKGROUND of the
+    # view changed; below that, under a steady light, the feature check cannot change the
+    # answer and is not run. Above it, or without the rule, it is.
+    from spotdiff_cli.analysis import viewpoint
+
+    calls = []
+    real = viewpoint.camera_stayed
+    monkeypatch.setattr(viewpoint, "camera_stayed", lambda *a: calls.append(1) or real(*a))
+    big = textured_background(400, 600, seed=2)
+    after = draw_box(big, 300, 200, 60, 50, (30, 200, 40))
+    pair = make_pair(Frame(big, "before"), Frame(after, "after"))
+    plain = analyse_pair(pair, AnalysisConfig())
+    assert len(calls) == 1 and len(plain.clusters) == 1
+    quick = analyse_pair(pair, AnalysisConfig(), still_background=0.3)
+    assert len(calls) == 1, "the camera check ran below the still-background share"
+    assert [c.bbox for c in quick.clusters] == [c.bbox for c in plain.clusters]
+    assert np.array_equal(quick.mask.active, plain.mask.active) and quick.camera is None
+    analyse_pair(pair, AnalysisConfig(), still_background=plain.mask.changed_fraction / 2)
+    assert len(calls) == 2

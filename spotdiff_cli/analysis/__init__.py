@@ -66,13 +66,18 @@ def _drop_relit(
 
 
 def analyse_pair(
-    pair: Pair, config: AnalysisConfig | None = None, watch: np.ndarray | None = None
+    pair: Pair,
+    config: AnalysisConfig | None = None,
+    watch: np.ndarray | None = None,
+    still_background: float | None = None,
 ) -> Analysis:
     """Run the whole analysis on a pair of equal-size frames (use ``make_pair`` first).
 
     watch: optional (H, W) bool at the original size, True where changes count (``--roi`` /
         ``--mask``); changes elsewhere (trees, clocks, burned-in timestamps) are ignored, and
         only the watched area (plus a margin) is aligned, differenced and clustered.
+    still_background: a camera move counts only when more than this share of the view changed
+        (``viewpoint.follow_camera``); None: no such rule (a still pair).
     Returns an ``Analysis`` in working-resolution coordinates (multiply by ``scale`` for the
     original image), clusters sorted by salience.
     """
@@ -145,7 +150,7 @@ def analyse_pair(
         # Something is left that a shift does not explain: did the camera itself move? (Quiet
         # pairs of a fixed camera never get here, so they pay nothing for the question.)
         shifted = AlignedView(alignment, after_aligned, corrected, valid, mask, clusters)
-        followed = follow_camera(before, after, shifted, config, _drop_relit)
+        followed = follow_camera(before, after, shifted, config, _drop_relit, still_background)
         if followed is not None:
             camera, alignment = followed.motion, followed.alignment
             after_aligned, corrected, valid = followed.after, followed.corrected, followed.valid

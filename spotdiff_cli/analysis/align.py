@@ -65,14 +65,19 @@ def _scores(
     stride = max(1, int(np.sqrt((h - 2 * margin) * (w - 2 * margin) / samples)))
     ref = b[margin : h - margin : stride, margin : w - margin : stride]
     scores = np.empty((2 * radius + 1, 2 * radius + 1), dtype=np.float64)
+    work = np.empty_like(ref)
     for iy, dy in enumerate(range(cy - radius, cy + radius + 1)):
         for ix, dx in enumerate(range(cx - radius, cx + radius + 1)):
             moved = a[
                 margin + dy : h - margin + dy : stride, margin + dx : w - margin + dx : stride
             ]
             # Truncated L2: a moving object costs the same at every shift instead of dragging
-            # the minimum towards where it overlaps itself.
-            scores[iy, ix] = float(np.mean(np.minimum((moved - ref) ** 2, _TRUNCATE)))
+            # the minimum towards where it overlaps itself. In place: one array per shift, not
+            # three (the same values as np.minimum((moved - ref) ** 2, _TRUNCATE)).
+            d = np.subtract(moved, ref, out=work)
+            np.multiply(d, d, out=d)
+            np.minimum(d, _TRUNCATE, out=d)
+            scores[iy, ix] = float(np.mean(d))
     return scores
 
 

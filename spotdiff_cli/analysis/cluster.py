@@ -120,11 +120,19 @@ def clusters_from_labels(
     n = int(labels.max())
     if n == 0:
         return []
-    flat = labels.ravel()
-    excess = np.maximum(mask.distance - mask.delta, 0).ravel()
+    # Sums and boxes over the labelled pixels' bounding box only (DBSCAN's window: a person
+    # in a corner is a corner's worth of pixels); the same pixels in the same order, so the
+    # same sums to the bit.
+    rows, cols = np.flatnonzero(labels.any(axis=1)), np.flatnonzero(labels.any(axis=0))
+    top, left = int(rows[0]), int(cols[0])
+    window = (slice(top, int(rows[-1]) + 1), slice(left, int(cols[-1]) + 1))
+    flat = labels[window].ravel()
+    excess = np.maximum(mask.distance[window] - mask.delta, 0).ravel()
     counts = np.bincount(flat, minlength=n + 1)
     energy = np.bincount(flat, weights=excess, minlength=n + 1)
-    ys, xs = np.divmod(np.flatnonzero(flat), w)
+    ys, xs = np.divmod(np.flatnonzero(flat), labels[window].shape[1])
+    ys += top
+    xs += left
     lab = flat[flat > 0]
     x0 = np.full(n + 1, w, dtype=np.int64)
     y0 = np.full(n + 1, h, dtype=np.int64)

@@ -35,21 +35,35 @@ def fit_lighting(
     the ratio of medians, then refit by least squares on pixels within 2.5 robust sigmas, twice,
     so changed objects and clipped highlights do not pull it.
     """
-    # A regular grid of samples: the fit needs thousands of pixels, not millions.
+    return _gains(*_fit_samples(before, after, valid))
+
+
+def _fit_samples(
+    before: np.ndarray, after: np.ndarray, valid: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The valid pixels of a regular grid, (N, 3) uint8 each: the fit needs thousands of
+    pixels, not millions."""
     stride = max(1, int(np.sqrt(valid.size / _FIT_SAMPLES)))
     sel = valid[::stride, ::stride]
-    samples_b = before[::stride, ::stride][sel].astype(np.float32)
-    samples_a = after[::stride, ::stride][sel].astype(np.float32)
+    grid_b, grid_a = before[::stride, ::stride], after[::stride, ::stride]
+    if sel.all():  # the common case: a plain copy, in the same (row-major) order
+        return grid_b.reshape(-1, 3), grid_a.reshape(-1, 3)
+    return grid_b[sel], grid_a[sel]
+
+
+def _gains(samples_b: np.ndarray, samples_a: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``fit_lighting`` on its samples, (N, 3) uint8 each."""
     gains = np.ones(3, dtype=np.float32)
     offsets = np.zeros(3, dtype=np.float32)
     for c in range(3):
-        x, y = samples_a[:, c], samples_b[:, c]
+        levels_a, levels_b = samples_a[:, c], samples_b[:, c]
         # Clipped pixels carry no exposure information.
-        usable = (x > 3) & (x < 252) & (y > 3) & (y < 252)
-        x, y = x[usable], y[usable]
-        if x.size < 16:
+        usable = (levels_a > 3) & (levels_a < 252) & (levels_b > 3) & (levels_b < 252)
+        levels_a, levels_b = levels_a[usable], levels_b[usable]
+        if levels_a.size < 16:
             continue
-        gain = float(np.median(y)) / max(1.0, float(np.median(x)))
+        gain = _median_level(levels_b) / max(1.0, _median_level(levels_a))
+        x, y = levels_a.astype(np.float32), levels_b.astype(np.float32)
         for _ in range(2):
             residual = y - gain * x
             sigma = 1.4826 * float(np.median(np.abs(residual))) + 1.0
@@ -61,6 +75,17 @@ def fit_lighting(
         if 0.3 < gain < 3.3:
             gains[c] = gain
     return gains, offsets
+
+
+def _median_level(levels: np.ndarray) -> float:
+    """``np.median`` of uint8 levels, exactly, read off their histogram: linear time where the
+    median's partition of 20,000 values cost a third of the light fit."""
+    n = levels.size
+    below = np.cumsum(np.bincount(levels, minlength=256))
+    upper = int(np.searchsorted(below, n // 2 + 1))  # the (n // 2)-th smallest, from 0
+    if n % 2:
+        return float(upper)
+    return (int(np.searchsorted(below, n // 2)) + upper) / 2
 
 
 def apply_lighting(image: np.ndarray, gains: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -84,8 +109,13 @@ def _blurred(image: np.ndarray, blur_sigma: float) -> np.ndarray:
 
 
 def _distance(b: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """(H, W, 3) float32 twice -> (H, W) float32 RGB distance. Channel by channel in place:
+    the same sums as an einsum, bit for bit, in a third of the time."""
     d = a - b
-    return np.sqrt(np.einsum("hwc,hwc->hw", d, d))
+    np.multiply(d, d, out=d)
+    total = d[..., 0] + d[..., 1]
+    total += d[..., 2]
+    return np.sqrt(total, out=total)
 
 
 def rgb_distance(before: np.ndarray, after: np.ndarray, blur_sigma: float) -> np.ndarray:
@@ -116,14 +146,16 @@ def compute_change_mask(
     correction = 0.0
     distance = raw_distance
     if config.normalise_lighting:
-        gains, offsets = fit_lighting(before, after, valid)
-        correction = _mean_correction(after, valid, gains, offsets)
+        samples_b, samples_a = _fit_samples(before, after, valid)
+        gains, offsets = _gains(samples_b, samples_a)
+        correction = _mean_correction(samples_a, gains, offsets)
         if correction > 0.5:
             corrected = apply_lighting(after, gains, offsets)
             # Blur is linear, so correcting the blurred image equals blurring the corrected one.
             distance = _distance(blurred_before, blurred_after * gains + offsets)
         lighting_changed = correction > config.lighting_levels
-    distance = np.where(valid, distance, 0).astype(np.float32)
+    if not valid.all():
+        distance = np.where(valid, distance, 0).astype(np.float32)
     active = distance > config.delta
     mask = ChangeMask(
         active=active,
@@ -137,15 +169,12 @@ def compute_change_mask(
     return mask, corrected
 
 
-def _mean_correction(
-    after: np.ndarray, valid: np.ndarray, gains: np.ndarray, offsets: np.ndarray
-) -> float:
-    """Mean absolute change in grey levels the correction makes over the valid pixels
-    (sub-sampled), clipped to the 0-255 range as the image would be."""
-    stride = max(1, int(np.sqrt(valid.size / _FIT_SAMPLES)))
-    pixels = after[::stride, ::stride][valid[::stride, ::stride]].astype(np.float32)
-    if pixels.size == 0:
+def _mean_correction(samples_after: np.ndarray, gains: np.ndarray, offsets: np.ndarray) -> float:
+    """Mean absolute change in grey levels the correction makes over the fit's samples of the
+    after image ((N, 3) uint8), clipped to the 0-255 range as the image would be."""
+    if samples_after.size == 0:
         return 0.0
+    pixels = samples_after.astype(np.float32)
     return float(np.abs(np.clip(pixels * gains + offsets, 0, 255) - pixels).mean())
 
 
@@ -164,12 +193,14 @@ def is_relit(
     shading in every channel, so the correlations pass; its colour's direction in RGB does not
     (18 degrees apart), while light of a new strength leaves it (within a few degrees).
     """
-    b = before[region].astype(np.float32)
-    a = after[region].astype(np.float32)
-    if b.shape[0] < 16:
+    levels_b, levels_a = before[region], after[region]
+    if levels_b.shape[0] < 16:
         return False
-    if _colour_angle(np.median(b, axis=0), np.median(a, axis=0)) > _RELIT_ANGLE:
+    median_b = np.array([_median_level(levels_b[:, c]) for c in range(3)], np.float32)
+    median_a = np.array([_median_level(levels_a[:, c]) for c in range(3)], np.float32)
+    if _colour_angle(median_b, median_a) > _RELIT_ANGLE:
         return False
+    b, a = levels_b.astype(np.float32), levels_a.astype(np.float32)
     judged = 0
     for c in range(3):
         if b[:, c].std() < 6 or a[:, c].std() < 6:

@@ -345,7 +345,11 @@ class _Looker:
                     cadence.active = False
                 elif cadence.describe(timestamp):
                     result = self.describer.analyse(
-                        base, pixels, watch=watch_work, analysis=analysis
+                        base,
+                        pixels,
+                        watch=watch_work,
+                        analysis=analysis,
+                        still_background=STILL_BACKGROUND,
                     )
                     if result.camera is not None:
                         result = self._camera_checked(base, pixels, watch_work, analysis, result)
