@@ -485,7 +485,7 @@ class _FFmpegReader:
         # through the pipe.
         scale = (w, h) if (w, h) != (self.info.width, self.info.height) else None
         args = rgb_pipe_args(self.exe, stream, select=select, scale=scale, max_frames=max_frames)
-        pipe = FFmpegPipe(args, self.stats)
+        pipe = FFmpegPipe(args, self.stats, selects=select is not None)
         self._procs.append(pipe)
         produced = 0
         last_pts: float | None = None
@@ -559,7 +559,7 @@ class _FFmpegReader:
             # seek per sample like the sparse time case.
             yield from self.sample_seconds(every / self.fps, start, end)
             return
-        select = f"not(mod(n,{every}))"
+        select = f"not(mod(n,{every}))" if every > 1 else None
         for rgb, ts, n in self._run(seek=seek, select=select, limit=end, max_frames=None):
             if end is not None and ts >= end - TIME_EPS:
                 return
@@ -586,13 +586,15 @@ def rgb_pipe_args(
     to raw RGB on stdout, for :class:`FFmpegPipe`.
 
     showinfo before ``select`` sees every decoded frame (the decode count); the one after it
-    prints the PTS of each frame that reaches the pipe, in pipe order. ``scale``: (w, h) to
+    prints the PTS of each frame that reaches the pipe, in pipe order. Without ``select``
+    every decoded frame reaches the pipe and the one after tells both (a line less per frame
+    for ffmpeg to print and for :class:`FFmpegPipe` to parse). ``scale``: (w, h) to
     shrink to, after select ("area" averages like OpenCV's INTER_AREA), as numbers or
     ffmpeg expressions of ``iw`` / ``ih``. ``max_frames``: stop
     after this many. Frames leave as rgb24, (h, w, 3) uint8, at their own times (passthrough).
     """
-    stream = stream.filter("showinfo", **_showinfo_options(exe))  # type: ignore[attr-defined]
     if select is not None:
+        stream = stream.filter("showinfo", **_showinfo_options(exe))  # type: ignore[attr-defined]
         stream = stream.filter("select", select)
     if scale is not None:
         stream = stream.filter("scale", scale[0], scale[1], flags="area")
@@ -627,10 +629,19 @@ class FFmpegPipe:
     during demuxing" reason (how a network input ended). new_session: start ffmpeg in its
     own process group, so a terminal's Ctrl-C reaches spotdiff, which then ends it
     (:meth:`close`), instead of ffmpeg ending first and looking like the end of the input.
+    selects: the command has a ``select`` filter, with a showinfo before it that counts the
+    decoded frames (``rgb_pipe_args(select=...)``); else its one showinfo counts both.
     """
 
-    def __init__(self, args: list[str], stats: DecodeStats, new_session: bool = False) -> None:
+    def __init__(
+        self,
+        args: list[str],
+        stats: DecodeStats,
+        new_session: bool = False,
+        selects: bool = False,
+    ) -> None:
         self.stats = stats
+        self.selects = selects
         self.proc = subprocess.Popen(
             args,
             stdout=subprocess.PIPE,
@@ -653,7 +664,8 @@ class FFmpegPipe:
 
     def _read_stderr(self) -> None:
         # The first showinfo instance has the lower parse index; its lines count decoded
-        # frames, the other's give the piped frames' timestamps.
+        # frames, the other's give the piped frames' timestamps (with no select, the one
+        # instance's lines do both).
         assert self.proc.stderr is not None
         first_idx: int | None = None
         decoded = -1
@@ -685,7 +697,7 @@ class FFmpegPipe:
                 if idx == first_idx:
                     decoded += 1
                     self.stats.decoded += 1
-                else:
+                if idx != first_idx or not self.selects:
                     pts = None if m[3] == "NOPTS" else float(m[4])
                     self._times.put((pts, decoded))
         finally:
