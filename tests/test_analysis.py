@@ -147,13 +147,13 @@ def test_dbscan_on_the_changed_area_alone_gives_the_whole_frame_labels():
 
 
 def test_median_of_levels_is_numpys_median():
-    from spotdiff_cli.analysis.diff import _median_level
+    from spotdiff_cli.analysis.diff import level_median
 
     rng = np.random.default_rng(5)
     for n in (1, 2, 3, 16, 17, 1000, 20_001):
         for high in (2, 30, 256):
             levels = rng.integers(0, high, n).astype(np.uint8)
-            assert _median_level(levels) == float(np.median(levels.astype(np.float32)))
+            assert level_median(levels) == float(np.median(levels.astype(np.float32)))
 
 
 def _plain_fit_lighting(before, after, valid):
@@ -184,7 +184,7 @@ def _plain_fit_lighting(before, after, valid):
 
 @pytest.mark.parametrize("shape,masked", [((240, 320), False), ((361, 641), True)])
 def test_light_fit_and_distance_match_their_plain_forms(scene, shape, masked):
-    from spotdiff_cli.analysis.diff import _distance, fit_lighting
+    from spotdiff_cli.analysis.diff import fit_lighting, pixel_distance
 
     rng = np.random.default_rng(7)
     before = textured_background(*shape, seed=4)
@@ -199,7 +199,7 @@ def test_light_fit_and_distance_match_their_plain_forms(scene, shape, masked):
     assert not offsets.any()
     b, a = before.astype(np.float32), after.astype(np.float32)
     d = a - b
-    assert np.array_equal(_distance(b, a), np.sqrt(np.einsum("hwc,hwc->hw", d, d)))
+    assert np.array_equal(pixel_distance(b, a), np.sqrt(np.einsum("hwc,hwc->hw", d, d)))
 
 
 def test_shift_scores_match_their_plain_form():

@@ -89,3 +89,17 @@ def test_a_hint_follows_an_object_that_moved_part_of_its_length():
     assert hint_for((car, person), (400, 300, 80, 40)) is None
     assert hint_for((car, person), (90, 90, 200, 120)) is None
     assert hint_for((), (100, 100, 80, 40)) is None
+
+
+def test_lab_medians_are_numpys_medians():
+    from spotdiff_cli.captioners.grounded import _lab_median
+
+    rng = np.random.default_rng(4)
+    for n in (1, 2, 7, 50, 51):
+        lab = rng.integers(0, 256, (n, 3, 3)).astype(np.uint8)
+        sel = np.zeros((n, 3), bool)
+        sel[:, 1] = True
+        expected = np.median(lab[sel].astype(np.float32), axis=0)
+        found = _lab_median(lab, sel)
+        assert found.dtype == np.float32 and np.array_equal(found, expected)
+    assert not _lab_median(lab, np.zeros((51, 3), bool)).any()

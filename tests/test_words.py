@@ -51,3 +51,22 @@ def test_no_cast_changes_nothing():
     assert scene_cast(grass) == (0.0, 0.0)
     # A strongly coloured "grey" (a coloured floor, not a cast) is left alone too.
     assert scene_cast(_lab_patch(60, 0, -18, shape=(360, 640))) == (0.0, 0.0)
+
+
+def test_a_regions_colour_is_its_commonest_pixel_word_ties_to_the_first_word():
+    # colour_name counts pixel words by index; it must name what counting the words does:
+    # the commonest, ties to the alphabetically first, "" under min_share.
+    from spotdiff_cli.captioners.words import pixel_colour_names
+
+    rng = np.random.default_rng(2)
+    for trial in range(400):
+        pixels = rng.integers(0, 256, (int(rng.integers(1, 200)), 3)).astype(np.uint8)
+        if trial % 2:
+            pixels[: len(pixels) // 2] = pixels[0]
+        words, counts = np.unique(pixel_colour_names(pixels), return_counts=True)
+        best = int(np.argmax(counts))
+        for share in (0.0, 0.3, 0.45):
+            expected = str(words[best]) if counts[best] >= share * counts.sum() else ""
+            assert colour_name(pixels, share) == expected
+    tie = np.array([[250, 250, 250], [10, 10, 10]], np.uint8)  # one white, one black pixel
+    assert colour_name(tie, 0.5) == "black"

@@ -62,7 +62,7 @@ def _gains(samples_b: np.ndarray, samples_a: np.ndarray) -> tuple[np.ndarray, np
         levels_a, levels_b = levels_a[usable], levels_b[usable]
         if levels_a.size < 16:
             continue
-        gain = _median_level(levels_b) / max(1.0, _median_level(levels_a))
+        gain = level_median(levels_b) / max(1.0, level_median(levels_a))
         x, y = levels_a.astype(np.float32), levels_b.astype(np.float32)
         for _ in range(2):
             residual = y - gain * x
@@ -77,9 +77,9 @@ def _gains(samples_b: np.ndarray, samples_a: np.ndarray) -> tuple[np.ndarray, np
     return gains, offsets
 
 
-def _median_level(levels: np.ndarray) -> float:
-    """``np.median`` of uint8 levels, exactly, read off their histogram: linear time where the
-    median's partition of 20,000 values cost a third of the light fit."""
+def level_median(levels: np.ndarray) -> float:
+    """``np.median`` of (N,) uint8 levels, exactly, read off their histogram: linear time,
+    where the median's partition of 20,000 values cost a third of the light fit."""
     n = levels.size
     below = np.cumsum(np.bincount(levels, minlength=256))
     upper = int(np.searchsorted(below, n // 2 + 1))  # the (n // 2)-th smallest, from 0
@@ -108,9 +108,10 @@ def _blurred(image: np.ndarray, blur_sigma: float) -> np.ndarray:
     return image.astype(np.float32)
 
 
-def _distance(b: np.ndarray, a: np.ndarray) -> np.ndarray:
-    """(H, W, 3) float32 twice -> (H, W) float32 RGB distance. Channel by channel in place:
-    the same sums as an einsum, bit for bit, in a third of the time."""
+def pixel_distance(b: np.ndarray, a: np.ndarray) -> np.ndarray:
+    """(H, W, 3) float32 twice -> (H, W) float32 Euclidean distance over the channels.
+    Channel by channel in place: the sums of an einsum or ``np.linalg.norm(axis=2)``, bit for
+    bit, in a third of the time."""
     d = a - b
     np.multiply(d, d, out=d)
     total = d[..., 0] + d[..., 1]
@@ -120,7 +121,7 @@ def _distance(b: np.ndarray, a: np.ndarray) -> np.ndarray:
 
 def rgb_distance(before: np.ndarray, after: np.ndarray, blur_sigma: float) -> np.ndarray:
     """(H, W) float32 per-pixel RGB L2 distance after a Gaussian blur of both images."""
-    return _distance(_blurred(before, blur_sigma), _blurred(after, blur_sigma))
+    return pixel_distance(_blurred(before, blur_sigma), _blurred(after, blur_sigma))
 
 
 def compute_change_mask(
@@ -139,7 +140,7 @@ def compute_change_mask(
     blurred_after = memoised(
         after, f"blur {config.blur_sigma}", lambda image: _blurred(image, config.blur_sigma)
     )
-    raw_distance = _distance(blurred_before, blurred_after)
+    raw_distance = pixel_distance(blurred_before, blurred_after)
     raw_fraction = float(((raw_distance > config.delta) & valid).sum()) / n_valid
     corrected = after
     lighting_changed = False
@@ -152,7 +153,7 @@ def compute_change_mask(
         if correction > 0.5:
             corrected = apply_lighting(after, gains, offsets)
             # Blur is linear, so correcting the blurred image equals blurring the corrected one.
-            distance = _distance(blurred_before, blurred_after * gains + offsets)
+            distance = pixel_distance(blurred_before, blurred_after * gains + offsets)
         lighting_changed = correction > config.lighting_levels
     if not valid.all():
         distance = np.where(valid, distance, 0).astype(np.float32)
@@ -196,8 +197,8 @@ def is_relit(
     levels_b, levels_a = before[region], after[region]
     if levels_b.shape[0] < 16:
         return False
-    median_b = np.array([_median_level(levels_b[:, c]) for c in range(3)], np.float32)
-    median_a = np.array([_median_level(levels_a[:, c]) for c in range(3)], np.float32)
+    median_b = np.array([level_median(levels_b[:, c]) for c in range(3)], np.float32)
+    median_a = np.array([level_median(levels_a[:, c]) for c in range(3)], np.float32)
     if _colour_angle(median_b, median_a) > _RELIT_ANGLE:
         return False
     b, a = levels_b.astype(np.float32), levels_a.astype(np.float32)

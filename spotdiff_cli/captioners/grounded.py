@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
+from ..analysis.diff import level_median, pixel_distance
 from ..analysis.objects3d import ObjectCluster
 from ..geometry import box_iou
 from ..types import Analysis, CameraMotion, Cluster, Sentence
@@ -109,11 +110,12 @@ def _crop_box(
 
 
 def _lab_median(lab: np.ndarray, sel: np.ndarray) -> np.ndarray:
-    """The median Lab colour of the ``sel`` pixels of ``lab`` (zeros when there are none)."""
+    """The median Lab colour (3,) float32 of the ``sel`` pixels of ``lab``, an (h, w, 3)
+    uint8 Lab crop (zeros when there are none); read off histograms, as ``np.median``."""
     pixels = lab[sel]
     if pixels.shape[0] == 0:
         return np.zeros(3)
-    return np.median(pixels, axis=0)
+    return np.array([level_median(pixels[:, c]) for c in range(3)], np.float32)
 
 
 def _inpaint_residual(crop: np.ndarray, region: np.ndarray) -> tuple[float, np.ndarray]:
@@ -138,7 +140,7 @@ def _inpaint_residual(crop: np.ndarray, region: np.ndarray) -> tuple[float, np.n
     filled = cv2.inpaint(crop, small_region.astype(np.uint8), 3, cv2.INPAINT_TELEA)
     real = cv2.cvtColor(crop, cv2.COLOR_RGB2LAB).astype(np.float32)
     guess = cv2.cvtColor(filled, cv2.COLOR_RGB2LAB).astype(np.float32)
-    errors = np.linalg.norm(real - guess, axis=2) * small_region
+    errors = pixel_distance(guess, real) * small_region  # Lab distance, pixel by pixel
     if not small_region.any():
         return 0.0, np.zeros((h, w), np.float32)
     mean = float(errors[small_region].mean())
@@ -198,8 +200,8 @@ def read_cluster(
     c_after, errors_a = _inpaint_residual(crop_a, region)
     object_b = _object_pixels(errors_b, region)
     object_a = _object_pixels(errors_a, region)
-    lab_b = cv2.cvtColor(crop_b, cv2.COLOR_RGB2LAB).astype(np.float32)
-    lab_a = cv2.cvtColor(crop_a, cv2.COLOR_RGB2LAB).astype(np.float32)
+    lab_b = cv2.cvtColor(crop_b, cv2.COLOR_RGB2LAB)
+    lab_a = cv2.cvtColor(crop_a, cv2.COLOR_RGB2LAB)
     med_b, med_a = _lab_median(lab_b, object_b), _lab_median(lab_a, object_a)
     measured_b, measured_a = object_b, object_a  # the reading reuses these medians
     grey_b = cv2.cvtColor(crop_b, cv2.COLOR_RGB2GRAY)

@@ -56,6 +56,14 @@ def size_word(bbox: BBox, width: int, height: int) -> str:
 # Hue upper limits in OpenCV's 0-180 hue scale, and their names.
 _HUE_LIMITS = np.array([5, 20, 33, 85, 128, 150, 170, 181])
 _HUE_NAMES = np.array(["red", "orange", "yellow", "green", "blue", "purple", "pink", "red"])
+# Every colour word a pixel can get, in alphabetical order: pixels are named by their index
+# here, so a region's commonest word is a bincount's argmax (ties to the first word, as
+# np.unique's sorted names gave), not a sort of strings.
+_COLOUR_WORDS = np.array(sorted({*_HUE_NAMES, "black", "white", "grey", "brown"}))
+_HUE_CODES = np.searchsorted(_COLOUR_WORDS, _HUE_NAMES)
+_ORANGE, _BROWN, _GREY, _WHITE, _BLACK = (
+    int(np.searchsorted(_COLOUR_WORDS, w)) for w in ("orange", "brown", "grey", "white", "black")
+)
 
 
 # A scene's colour cast, read off the pixels that are nearly grey (asphalt, walls, concrete):
@@ -100,20 +108,25 @@ def _uncast(pixels: np.ndarray, cast: tuple[float, float]) -> np.ndarray:
     return cv2.cvtColor(lab, cv2.COLOR_LAB2RGB).reshape(-1, 3)
 
 
-def pixel_colour_names(pixels: np.ndarray) -> np.ndarray:
-    """Name the colour of every pixel: (N, 3) uint8 RGB -> (N,) str among black, white, grey,
-    brown and the hue names."""
+def _colour_codes(pixels: np.ndarray) -> np.ndarray:
+    """(N, 3) uint8 RGB -> (N,) indices into ``_COLOUR_WORDS`` (see ``pixel_colour_names``)."""
     hsv = (
         cv2.cvtColor(pixels.reshape(-1, 1, 3).astype(np.uint8), cv2.COLOR_RGB2HSV)
         .reshape(-1, 3)
         .astype(np.int32)
     )
     hue, sat, val = hsv[:, 0], hsv[:, 1], hsv[:, 2]
-    names = _HUE_NAMES[np.searchsorted(_HUE_LIMITS, hue, side="right").clip(0, len(_HUE_NAMES) - 1)]
-    names = np.where((names == "orange") & (val < 150), "brown", names)
+    codes = _HUE_CODES[np.searchsorted(_HUE_LIMITS, hue, side="right").clip(0, len(_HUE_NAMES) - 1)]
+    codes = np.where((codes == _ORANGE) & (val < 150), _BROWN, codes)
     grey = (sat < 50) | ((sat < 80) & (val < 110))
-    names = np.where(grey, np.where(val > 185, "white", "grey"), names)
-    return np.where(val < 50, "black", names)
+    codes = np.where(grey, np.where(val > 185, _WHITE, _GREY), codes)
+    return np.where(val < 50, _BLACK, codes)
+
+
+def pixel_colour_names(pixels: np.ndarray) -> np.ndarray:
+    """Name the colour of every pixel: (N, 3) uint8 RGB -> (N,) str among black, white, grey,
+    brown and the hue names."""
+    return _COLOUR_WORDS[_colour_codes(pixels)]
 
 
 def colour_name(
@@ -129,9 +142,9 @@ def colour_name(
     pixels = np.ascontiguousarray(pixels[:: max(1, pixels.shape[0] // 4000)], dtype=np.uint8)
     if cast != (0.0, 0.0):
         pixels = _uncast(pixels, cast)
-    names, counts = np.unique(pixel_colour_names(pixels), return_counts=True)
+    counts = np.bincount(_colour_codes(pixels), minlength=len(_COLOUR_WORDS))
     best = int(np.argmax(counts))
-    return str(names[best]) if counts[best] >= min_share * counts.sum() else ""
+    return str(_COLOUR_WORDS[best]) if counts[best] >= min_share * counts.sum() else ""
 
 
 def article(phrase: str) -> str:
