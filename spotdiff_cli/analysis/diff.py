@@ -100,7 +100,7 @@ def apply_lighting(image: np.ndarray, gains: np.ndarray, offsets: np.ndarray) ->
     return np.dstack(channels)
 
 
-def _blurred(image: np.ndarray, blur_sigma: float) -> np.ndarray:
+def blurred(image: np.ndarray, blur_sigma: float) -> np.ndarray:
     """(H, W, 3) uint8 -> blurred float32. Blurring the uint8 image uses OpenCV's fixed-point
     SIMD path (several times faster than float); the half-level rounding is far below delta."""
     if blur_sigma > 0:
@@ -119,11 +119,6 @@ def pixel_distance(b: np.ndarray, a: np.ndarray) -> np.ndarray:
     return np.sqrt(total, out=total)
 
 
-def rgb_distance(before: np.ndarray, after: np.ndarray, blur_sigma: float) -> np.ndarray:
-    """(H, W) float32 per-pixel RGB L2 distance after a Gaussian blur of both images."""
-    return pixel_distance(_blurred(before, blur_sigma), _blurred(after, blur_sigma))
-
-
 def compute_change_mask(
     before: np.ndarray, after: np.ndarray, valid: np.ndarray, config: AnalysisConfig
 ) -> tuple[ChangeMask, np.ndarray]:
@@ -135,10 +130,10 @@ def compute_change_mask(
     """
     n_valid = max(1, int(valid.sum()))
     blurred_before = memoised(
-        before, f"blur {config.blur_sigma}", lambda image: _blurred(image, config.blur_sigma)
+        before, f"blur {config.blur_sigma}", lambda image: blurred(image, config.blur_sigma)
     )
     blurred_after = memoised(
-        after, f"blur {config.blur_sigma}", lambda image: _blurred(image, config.blur_sigma)
+        after, f"blur {config.blur_sigma}", lambda image: blurred(image, config.blur_sigma)
     )
     raw_distance = pixel_distance(blurred_before, blurred_after)
     raw_fraction = float(((raw_distance > config.delta) & valid).sum()) / n_valid
