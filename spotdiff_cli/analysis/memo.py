@@ -21,9 +21,9 @@ import numpy as np
 
 T = TypeVar("T")
 
-# Two frames per pair, two kinds of result each, with room for a pair in flight on another
-# thread, and the first look's two blurred thumbnails.
-_SIZE = 12
+# Two frames per pair, three kinds of result each (grey, blur, colour cast), with room for a
+# pair in flight on another thread, and the first look's two blurred thumbnails.
+_SIZE = 16
 _entries: OrderedDict[tuple[Any, ...], tuple[np.ndarray, Any]] = OrderedDict()
 _lock = threading.Lock()
 

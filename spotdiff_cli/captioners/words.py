@@ -1,6 +1,7 @@
 """Words for what the analysis measured: where (image regions), how big, what colour.
 
-Shared by the grounded captioner and the report writers; plain functions, no state.
+Shared by the grounded captioner and the report writers; plain functions (a frame's colour cast
+is kept for the frame's next asker, ``analysis.memo``).
 """
 
 from __future__ import annotations
@@ -8,6 +9,7 @@ from __future__ import annotations
 import cv2
 import numpy as np
 
+from ..analysis.memo import memoised
 from ..types import BBox
 
 # 3x3 grid of places a person would name, indexed [row][column]: (name, "where" phrase).
@@ -84,7 +86,13 @@ _MAX_CAST = 15.0
 def scene_cast(frame: np.ndarray) -> tuple[float, float]:
     """The colour cast of a whole frame ((H, W, 3) uint8 RGB) as an offset on Lab's (a*, b*)
     plane, to take off an object's pixels before naming their colour; (0, 0) when the frame
-    has no clear cast. Read on every 8th pixel of every 8th row (a frame's cast is smooth)."""
+    has no clear cast. Read on every 8th pixel of every 8th row (a frame's cast is smooth).
+    A video sample is read once (``analysis.memo``): the captions of the pair before and after
+    it and the tracker's look all ask."""
+    return memoised(frame, "colour cast", _scene_cast)
+
+
+def _scene_cast(frame: np.ndarray) -> tuple[float, float]:
     sample = np.ascontiguousarray(frame[::8, ::8])
     lab = cv2.cvtColor(sample, cv2.COLOR_RGB2LAB).reshape(-1, 3).astype(np.float32)
     lightness = lab[:, 0] * (100.0 / 255.0)
