@@ -236,6 +236,8 @@ def test_the_query_names_nouns_colours_kinds_places_and_times():
     f, _ = parse_query("someone left to the bottom between 10s and 2 min")
     assert f.nouns == {"person"} and "left" in f.kinds and f.places == {"to the bottom"}
     assert (f.after.seconds, f.before.seconds) == (10, 120)
+    f, _ = parse_query("a car between 2 min and 10s")  # said backwards: the same window
+    assert (f.after.seconds, f.before.seconds) == (10, 120)
     # Whatever went left: a visit and a drive-through end with the thing leaving.
     assert parse_query("a car leaving")[0].kinds == {"disappeared", "left", "visited", "passed"}
     assert parse_query("vehicles")[0].nouns >= {"car", "truck", "bus"}
@@ -502,6 +504,7 @@ def test_search_command_lists_ranked_events_with_pictures_and_anchors(night):
         (("search", "{night}", "a car", "--rank", "magic"), "--rank 'magic'"),
         (("search", "{night}", "a car", "--kind", "parkd"), "did you mean 'parked'"),
         (("search", "{night}", "a car", "--after", "soon"), "--after"),
+        (("search", "{night}", "a car", "--after", "1:00", "--before", "0:10"), "swap them"),
         (("search", "{night}", "a car", "--limit", "0"), "--limit"),
         (("search", "{night}", ""), "give a QUERY"),
         (("search", "{night}"), "give a QUERY in words after the report folder"),

@@ -335,6 +335,14 @@ def parse_time_point(text: str, what: str) -> TimePoint:
     return TimePoint(seconds=seconds, clock=clock, text=value)
 
 
+def _comparable(point: TimePoint) -> float | None:
+    """A bound as one number for ordering two of the same kind: a moment's timestamp, else its
+    position in the footage (a time of day is read as one where it could be either)."""
+    if point.moment is not None:
+        return point.moment.timestamp()
+    return None if point.from_end else point.seconds
+
+
 def _around(point: TimePoint, side: float) -> TimePoint:
     """One bound of "around ``point``": ``side`` -1 the earlier, 1 the later."""
     seconds = None if point.seconds is None else max(0.0, point.seconds + side * AROUND_SECONDS)
@@ -366,8 +374,11 @@ def parse_query(query: str) -> tuple[Filters, str]:
         text = text.replace(found[0], " ")
     found = _BETWEEN.search(text)
     if found:
-        after = parse_time_point(found[1], "the query")
-        before = parse_time_point(found[2], "the query")
+        # "between 1:00 and 0:10" means the window from 0:10 to 1:00.
+        after, before = sorted(
+            (parse_time_point(found[1], "the query"), parse_time_point(found[2], "the query")),
+            key=lambda point: _comparable(point) or 0.0,
+        )
         text = text.replace(found[0], " ")
     for pattern in (_AFTER, _BEFORE):
         found = pattern.search(text)
@@ -849,11 +860,21 @@ def filters_from_flags(
                 f"--colour {c!r}: use one of {', '.join(sorted(set(COLOURS.values())))}"
             )
         colour_set |= colours_named(word)
+    first = parse_time_point(after, "--after") if after else None
+    last = parse_time_point(before, "--before") if before else None
+    if first is not None and last is not None:
+        start, end = _comparable(first), _comparable(last)
+        both_moments = (first.moment is None) == (last.moment is None)
+        if both_moments and start is not None and end is not None and start > end:
+            raise UsageError(
+                f"--after {after} is later than --before {before}: no event can lie between; "
+                "swap them"
+            )
     return Filters(
         kinds=frozenset(k.strip().lower() for k in kinds),
         nouns=frozenset(noun_set),
         colours=frozenset(colour_set),
-        after=parse_time_point(after, "--after") if after else None,
-        before=parse_time_point(before, "--before") if before else None,
+        after=first,
+        before=last,
         sources=tuple(sources),
     )
