@@ -283,3 +283,25 @@ def test_the_float_graph_by_name_runs_where_it_can():
     assert any(d.label == "person" for d in det.detect(frame))
     with pytest.raises(ModelError, match="fixed input size"):
         D.ObjectDetector(D.WEIGHTS_NAME, backend="onnxruntime")
+
+
+def test_a_frame_asked_about_twice_costs_one_pass():
+    # Read-only frames (the video pipeline's) are known by their memory, others by their
+    # pixels: either way a second question about the same frame reuses the first answer, and
+    # a frame with other pixels gets its own pass.
+    outs = _outputs({16: [(10 * 26 + 7, 0, {0: 3, 1: 2, 2: 4, 3: 1})]}, size=(256, 416))
+    det = _FakeNet(outs)
+    frame = np.zeros((468, 832, 3), np.uint8)
+    frame.flags.writeable = False
+    assert det.detect(frame) == det.detect(frame) and len(det.blobs) == 1
+    other = np.ones((468, 832, 3), np.uint8)
+    other.flags.writeable = False
+    det.detect(other)
+    assert len(det.blobs) == 2
+    mutable = np.zeros((468, 832, 3), np.uint8)
+    det.detect(mutable)
+    det.detect(mutable.copy())  # other memory, the same pixels
+    assert len(det.blobs) == 3
+    mutable[0, 0] = 7  # changed in place: the same memory, other pixels
+    det.detect(mutable)
+    assert len(det.blobs) == 4

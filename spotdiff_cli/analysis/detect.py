@@ -330,7 +330,8 @@ class ObjectDetector:
                 "not a NanoDet model from scripts/convert_nanodet.sh"
             )
         self._lock = threading.RLock()  # cv2.dnn.Net is not thread-safe; one pass per frame
-        self._recent: dict[tuple, tuple[Detection, ...]] = {}  # last answers, oldest first
+        # Last answers, oldest first: key -> (the crop asked about, its detections).
+        self._recent: dict[tuple, tuple[np.ndarray, tuple[Detection, ...]]] = {}
 
     def detect(
         self,
@@ -374,9 +375,15 @@ class ObjectDetector:
         crop = image[y0:y1, x0:x1]
         size = fitted_size(crop.shape[:2], self.input_size)
         # The same frame is often asked about twice (a video sample's captions name its
-        # clusters, then the tracker looks at it): the answer is kept for the last few.
+        # clusters, then the tracker looks at it): the answer is kept for the last few. A
+        # read-only frame (the video pipeline's) is known by its memory, which the entry keeps
+        # alive so it cannot be reused; any other array by a hash of its pixels (0.5 ms).
+        if crop.flags.writeable:
+            seen = hashlib.blake2b(np.ascontiguousarray(crop).data, digest_size=16).digest()
+        else:
+            seen = (crop.__array_interface__["data"][0], crop.strides)
         key = (
-            hashlib.blake2b(np.ascontiguousarray(crop).data, digest_size=16).digest(),
+            seen,
             crop.shape,
             x0,
             y0,
@@ -388,11 +395,15 @@ class ObjectDetector:
         # ahead on its own thread while the captions ask about the same frame): the second
         # waits for the first's answer.
         with self._lock:
-            found = self._recent.get(key)
-            if found is None:
-                found = self._recent[key] = tuple(self._detect(crop, order, size, min_score))
+            entry = self._recent.get(key)
+            if entry is None:
+                entry = self._recent[key] = (
+                    crop,
+                    tuple(self._detect(crop, order, size, min_score)),
+                )
                 while len(self._recent) > 8:
                     self._recent.pop(next(iter(self._recent)))
+            found = entry[1]
         # Boxes back in the full image.
         return [
             Detection((x + x0, y + y0, w, h), d.label, d.score)
