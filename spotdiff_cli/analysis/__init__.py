@@ -210,9 +210,14 @@ def analysis_window(watched: np.ndarray | None, eps: float, max_shift: int) -> t
 
 def _placed(full: np.ndarray, window: np.ndarray, ys: slice, xs: slice) -> np.ndarray:
     """``window`` written into (a copy of) ``full`` at ``ys, xs``; ``window`` itself when the
-    window is the whole frame (no copy on the common path)."""
+    window is the whole frame, and ``full`` itself when ``window`` is its own view there (an
+    ROI pair's after frame that no shift or light correction changed): no copy, and the frame
+    stays the one the detector's cache knows."""
     if window.shape == full.shape:
         return window
+    view = full[ys, xs]
+    if window.__array_interface__ == view.__array_interface__:
+        return full
     out = full.copy()
     out[ys, xs] = window
     return out
