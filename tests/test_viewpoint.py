@@ -454,10 +454,17 @@ def _seen(
     colour: str = "red",
     contact: tuple[float, float] = (2.0, 4.0),
     whole: bool = True,
+    lab: tuple[float, float, float] | None = None,
 ):
     """A ball as one view segmented it, from the measurements a rule reads: its material
-    reading, brightness against the floor, colour, where it stands, whether seen whole."""
+    reading, brightness against the floor, colour, where it stands, whether seen whole, its
+    median Lab (by default a red paint, its chroma lowered by the metal reading as a CLEVR
+    metal shows its paint darkened: 47 as rubber, 28 as a sure metal)."""
     from spotdiff_cli.analysis.objects3d import SceneObject
+
+    if lab is None:
+        tint = 1.0 - 0.4 * p_metal
+        lab = (90.0, 128.0 + 42.0 * tint, 128.0 + 22.0 * tint)
 
     return SceneObject(
         mask=np.ones((4, 4), bool),
@@ -465,7 +472,7 @@ def _seen(
         contact=contact,
         area=16,
         colour=colour,
-        lab=np.array([90.0, 170.0, 150.0], np.float32),
+        lab=np.array(lab, np.float32),
         material="metal" if p_metal > 0.5 else "rubber",
         shape="sphere",
         scale=0.15,
@@ -653,3 +660,19 @@ def test_a_departure_beside_a_repainted_object_ranks_below_the_repaint():
     away = ObjectChange("disappeared", _part("yellow", apart), None, "", 0.9)
     assert _below_repaint(away, [repaint, away]).confidence == 0.9
     assert _below_repaint(repaint, [repaint, gone]) is repaint
+
+
+def test_a_material_change_shows_the_rubber_side_more_saturated():
+    from spotdiff_cli.analysis.objects3d import _material_changed
+
+    # A yellow metal sphere mirroring a lamp, read as rubber from one side: 5x brighter there,
+    # but washed out (chroma 39 against the metal side's 36): no change.
+    lamp, dark = (244.0, 119.0, 166.0), (121.0, 122.0, 163.0)
+    washed = _seen(0.14, 2.9, "yellow", lab=lamp)
+    assert not _material_changed(washed, _seen(0.99, 0.57, "yellow", lab=dark))
+    # Yellow rubber turned metal: as bright, but its paint whole (chroma 64 against 31).
+    rubber = _seen(0.0, 4.9, "yellow", lab=(171.0, 125.0, 192.0))
+    assert _material_changed(rubber, _seen(0.98, 0.57, "yellow", lab=(65.0, 123.0, 159.0)))
+    # A grey object has no saturation to compare: brightness alone decides, as before.
+    grey_rubber = _seen(0.02, 0.3, "gray", lab=(90.0, 128.0, 128.0))
+    assert _material_changed(grey_rubber, _seen(0.99, 0.1, "gray", lab=(45.0, 128.0, 128.0)))
