@@ -676,3 +676,74 @@ def test_a_material_change_shows_the_rubber_side_more_saturated():
     # A grey object has no saturation to compare: brightness alone decides, as before.
     grey_rubber = _seen(0.02, 0.3, "gray", lab=(90.0, 128.0, 128.0))
     assert _material_changed(grey_rubber, _seen(0.99, 0.1, "gray", lab=(45.0, 128.0, 128.0)))
+
+
+def test_an_object_whose_foot_alone_moved_stayed():
+    from spotdiff_cli.analysis.objects3d import _top_gap
+
+    # A cylinder whose foot a metal in front mirrors: the after outline reaches 16 px lower and
+    # its contact point 33 px aside, its top where it was (the camera fixed).
+    before, after = np.zeros((320, 480), bool), np.zeros((320, 480), bool)
+    before[64:139, 232:295] = True
+    after[63:139, 231:296] = True
+    after[139:155, 240:255] = True
+    still = np.eye(3)
+    obj_b = dataclasses.replace(_part("cyan", before), contact=(280.0, 138.5))
+    obj_a = dataclasses.replace(_part("cyan", after), contact=(247.0, 154.5))
+    assert _top_gap(still, obj_b, obj_a) < 0.027 * 480
+    # The same object carried 60 px to the right moves its top along.
+    moved = np.roll(before, 60, axis=1)
+    obj_m = dataclasses.replace(_part("cyan", moved), contact=(340.0, 138.5))
+    assert _top_gap(still, obj_b, obj_m) > 0.027 * 480
+    # ... and a camera that zoomed in by 10 % about the frame's centre puts it where it is.
+    zoom = np.array([[1.1, 0, -24.0], [0, 1.1, -16.0], [0, 0, 1]])
+    grown = np.zeros((320, 480), bool)
+    grown[
+        round(64 * 1.1 - 16) : round(139 * 1.1 - 16), round(232 * 1.1 - 24) : round(295 * 1.1 - 24)
+    ] = True
+    obj_z = dataclasses.replace(_part("cyan", grown), contact=(280.0 * 1.1 - 24, 138.5 * 1.1 - 16))
+    assert _top_gap(zoom, obj_b, obj_z) < 3
+
+
+def test_a_camera_moved_sideways_shifts_the_near_floor_further_than_the_far_floor():
+    from spotdiff_cli.analysis.objects3d import _floor_plan, _floor_similarity, _similarity
+
+    # Three objects seen from CLEVR's camera, which then moved sideways and turned a little
+    # about the vertical: on the floor seen from above that is a similarity; in the view,
+    # the near floor shifts further than the far floor.
+    size = (480, 320)
+    plan = _floor_plan(size)
+    turn = math.radians(3.0)
+    move = np.array(
+        [[math.cos(turn), -math.sin(turn), 0.3], [math.sin(turn), math.cos(turn), 0.05], [0, 0, 1]]
+    )
+    view_move = np.linalg.inv(plan) @ move @ plan
+
+    def seen(matrix: np.ndarray, points: np.ndarray) -> np.ndarray:
+        v = np.column_stack((points, np.ones(len(points)))) @ matrix.T
+        return v[:, :2] / v[:, 2:]
+
+    near = np.array([[200.0, 250.0], [330.0, 262.0]])  # two objects close to the camera
+    far = np.array([[300.0, 150.0]])  # one far behind them, which did not move
+    fitted = _floor_similarity(near, seen(view_move, near), size)
+    assert np.hypot(*(seen(fitted, far) - seen(view_move, far))[0]) < 1.0
+    # The image's similarity through the two near objects puts the far one 19 px or more off
+    # (the distance at which an object moved).
+    image = _similarity(near[0], near[1], *seen(view_move, near))
+    assert np.hypot(*(seen(image, far) - seen(view_move, far))[0]) > 0.04 * 480
+
+
+def test_an_object_that_moved_in_front_of_a_look_alike_is_cut_from_it():
+    from spotdiff_cli.analysis.objects3d import analyse_objects, segment_objects
+
+    # A small green ball moved from the lower right to just in front of the large green one:
+    # the after view finds one green object whose foot is the small ball's. The large ball's
+    # top is where the camera puts it, so it stayed; the small ball is cut from it and moved.
+    before = _scene(_OBJECTS + [("green", 400, 280, 13)])
+    after = _scene(_moved(_OBJECTS + [("green", 236, 254, 13)]), seed=1)
+    assert [o.colour for o in segment_objects(after)].count("green") == 1
+    found = analyse_objects(before, after)
+    assert [(c.event, c.subject.colour) for c in found.changes] == [("moved", "green")]
+    assert found.changes[0].before.bbox[0] > 350  # the small ball, not the large one
+    x, y, w, h = found.changes[0].after.bbox
+    assert abs(x + w / 2 - 258) < 15 and y > 250  # in front of the large ball
