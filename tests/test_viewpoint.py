@@ -525,7 +525,8 @@ def _part(colour: str, mask: np.ndarray):
     """An object found in one view as ``mask`` (only its colour and outline matter here)."""
     ys, xs = np.nonzero(mask)
     obj = _seen(colour=colour, contact=(float(xs.mean()), float(ys.max())))
-    return dataclasses.replace(obj, mask=mask, area=int(mask.sum()))
+    box = (int(xs.min()), int(ys.min()), int(np.ptp(xs)) + 1, int(np.ptp(ys)) + 1)
+    return dataclasses.replace(obj, mask=mask, area=int(mask.sum()), bbox=box)
 
 
 def test_a_bright_patch_split_off_a_metal_sphere_is_not_a_repainted_object():
@@ -747,3 +748,24 @@ def test_an_object_that_moved_in_front_of_a_look_alike_is_cut_from_it():
     assert found.changes[0].before.bbox[0] > 350  # the small ball, not the large one
     x, y, w, h = found.changes[0].after.bbox
     assert abs(x + w / 2 - 258) < 15 and y > 250  # in front of the large ball
+
+
+def test_a_patch_lying_on_a_metal_is_no_object_that_arrived_or_went():
+    from spotdiff_cli.analysis.objects3d import _lies_on
+
+    # A blue metal cylinder's outline with a bite in its face, where a lamp's reflection was
+    # split off by colour and read as a small cyan cube: the patch lies on the cylinder.
+    cylinder = np.zeros((120, 160), bool)
+    cylinder[20:100, 40:100] = True
+    patch = np.zeros((120, 160), bool)
+    patch[30:48, 60:80] = True
+    metal = _part("blue", cylinder & ~patch)
+    assert _lies_on(_part("cyan", patch), [metal, _part("cyan", patch)])
+    # A small ball standing in front of the cylinder hides its lower part and stands out below
+    # it: an object of its own (a third of it inside the cylinder's outline).
+    ball = np.zeros((120, 160), bool)
+    cv2.circle(ball.view(np.uint8), (70, 104), 14, 1, -1)
+    front = _part("cyan", ball)
+    assert not _lies_on(front, [_part("blue", cylinder & ~ball), front])
+    # ... and a piece of the same colour is left to the merged-object cut.
+    assert not _lies_on(_part("blue", patch), [metal])
