@@ -226,6 +226,9 @@ class Detection:
     # The tracked object this is about (timeline.tracks), or None for a change no detected
     # object explains: detections of one track make one event, whatever their places.
     track: int | None = None
+    # When that object was first seen (s): its event can start no later (its card covers its
+    # whole story), which numbering in start order must know before the story is told.
+    track_since: float | None = None
 
 
 @dataclass(frozen=True)

@@ -415,3 +415,35 @@ def test_an_event_covers_every_moment_its_story_tells():
     assert car.text == told
     assert car.start <= 1.0 and car.end >= 13.0, (car.start, car.end)
     assert car.track[0][0] == 1.0
+
+
+def test_event_numbers_follow_start_times_when_a_track_reaches_back():
+    """A car in view from 0 s whose first change comes at 3 s starts its event at 0 s (its
+    card covers its story); a bag that appeared at 1 s and was gone at 2 s must not take a
+    lower number. Numbers follow start times, as every output lists them."""
+    from spotdiff_cli.timeline.tracks import Moment, TrackStory
+
+    builder = EventBuilder("cam.mp4", W, H, merge_distance=0.08, merge_gap=1)
+    car = Track(7, [Sighting(float(t), (20 + 10 * t, 300, 60, 40), "car", 0.9) for t in range(6)])
+    events = []
+    for i in range(6):
+        t = float(i)
+        detections = []
+        if i == 1:
+            detections.append(_change(t, (500, 50, 30, 30), "a bag appeared", "appeared"))
+        if i == 2:
+            detections.append(_change(t, (500, 50, 30, 30), "the bag is gone", "disappeared"))
+        if i >= 3:
+            moved = Detection(t, t - 1, Sentence("a car moved", kind="moved"), car.sightings[i].box)
+            detections.append(dataclasses.replace(moved, noun="car", track=7, track_since=0.0))
+        events += builder.add(i, detections, time=t, live_tracks={7})
+    story = TrackStory(
+        "left", "a car was on the left from the start and drove off", "car",
+        (Moment(0.0, 3.0, "a car was on the left from the start", "present"),
+         Moment(5.0, 5.0, "a car drove off", "left")),
+    )  # fmt: skip
+    builder.tell(car, story)
+    events += builder.add(6, [], time=6.0, live_tracks=set())
+    events += builder.finish()
+    assert [(e.start, e.noun) for e in events] == [(0.0, "car"), (1.0, "object")]
+    assert [e.id for e in events] == [1, 2]

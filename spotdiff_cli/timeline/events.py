@@ -62,12 +62,16 @@ class _Open:
     # Named things seen, counted as detections arrive (a long event is asked often).
     nouns: Counter[str] = field(default_factory=Counter)
     track: int | None = None  # the tracked object this event is about
+    since: float | None = None  # when that object was first seen
     story: TrackStory | None = None  # told when the track ended
     path: tuple[tuple[float, int, int, int, int], ...] = ()
 
     def add(self, detection: Detection, sample: int) -> None:
         if detection.track is not None:
             self.track = detection.track
+        if detection.track_since is not None:
+            since = detection.track_since
+            self.since = since if self.since is None else min(self.since, since)
         self.detections.append(detection)
         self.samples.append(sample)
         self.last_sample = max(self.last_sample, sample)
@@ -82,8 +86,10 @@ class _Open:
 
     @property
     def key(self) -> tuple[float, int]:
-        """Numbering order: start time, then creation order."""
-        return (self.detections[0].time, self.seq)
+        """The earliest its event can start, then creation order: an open event can still
+        reach back to when its tracked object was first seen."""
+        first = self.detections[0].time
+        return (first if self.since is None else min(first, self.since), self.seq)
 
     @property
     def last_time(self) -> float:
@@ -317,7 +323,7 @@ class EventBuilder:
         closed one only if it is long enough. Changes nothing."""
         events = []
         number = self.next_id
-        for item in sorted(self.open, key=lambda o: o.key):
+        for item in sorted(self.open, key=self._order):
             if not self._told(item):
                 continue
             if item in self._building or self._long_enough(item):
@@ -432,10 +438,11 @@ class EventBuilder:
     # -- final events --------------------------------------------------------------------------
 
     def _release(self) -> list[Event]:
-        """Number the closed events no open event can precede, in start order."""
+        """Number the closed events no open event can precede, in start order (a closed
+        event's start is final; an open one starts no earlier than its key)."""
         bound = min((o.key for o in self._building), default=None)
         ready = sorted(
-            (o for o in self._closed if bound is None or o.key < bound), key=lambda o: o.key
+            (o for o in self._closed if bound is None or self._order(o) < bound), key=self._order
         )
         events = []
         for item in ready:
@@ -459,12 +466,20 @@ class EventBuilder:
         seen = item.last_time - item.detections[0].time
         return seen >= self.min_length - TIME_EPS
 
-    def _event(self, item: _Open, number: int) -> Event:
-        ds = item.detections
+    def _order(self, item: _Open) -> tuple[float, int]:
+        """Numbering order: the event's first sighting as it stands, then creation order."""
+        return (self._seen(item)[0], item.seq)
+
+    @staticmethod
+    def _told_detections(item: _Open) -> list[Detection]:
         if item.track is not None and item.story is None:
-            ds = [d for d in ds if d.sentence.kind != SEEN] or ds  # the changes it explained
-        first = ds[0]
-        seen = (first.time, max(d.time for d in ds))
+            return [d for d in item.detections if d.sentence.kind != SEEN] or item.detections
+        return item.detections
+
+    def _seen(self, item: _Open) -> tuple[float, float]:
+        """The first and last time the event's thing was seen (before padding)."""
+        ds = self._told_detections(item)  # a track never told: the changes it explained
+        seen = (ds[0].time, max(d.time for d in ds))
         if item.story is not None and item.story.moments:
             # The card covers every moment its text tells: "a car was in the centre from the
             # start" on a card from 00:00:13 contradicted itself (the track was seen from 1 s
@@ -474,6 +489,11 @@ class EventBuilder:
                 min(seen[0], *(m.start for m in moments)),
                 max(seen[1], *(m.end for m in moments)),
             )
+        return seen
+
+    def _event(self, item: _Open, number: int) -> Event:
+        ds = self._told_detections(item)
+        seen = self._seen(item)
         start = max(0.0, seen[0] - self.pad_before)
         end = seen[1] + self.pad_after
         if self.duration:

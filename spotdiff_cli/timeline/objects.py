@@ -440,7 +440,13 @@ class ObjectWatcher:
                 self.arrived.append(tracks[owner])
             track = tracks[owner]
             out.append(
-                dataclasses.replace(detection, bbox=where[owner], noun=track.noun, track=owner)
+                dataclasses.replace(
+                    detection,
+                    bbox=where[owner],
+                    noun=track.noun,
+                    track=owner,
+                    track_since=track.sightings[0].time,
+                )
             )
         # An object that explains its first change now was seen before: its event starts at its
         # first sighting, not at the first change it made (a car named at the top of the lot
@@ -453,6 +459,7 @@ class ObjectWatcher:
                 s.box,
                 t.noun,
                 t.id,
+                t.sightings[0].time,
             )
             for t in self.arrived
             for s in t.sightings
@@ -465,7 +472,15 @@ class ObjectWatcher:
             track = tracks[track_id]
             text = self._seen_text(track.noun, box)
             out.append(
-                Detection(time, before_time, Sentence(text, kind=SEEN), box, track.noun, track_id)
+                Detection(
+                    time,
+                    before_time,
+                    Sentence(text, kind=SEEN),
+                    box,
+                    track.noun,
+                    track_id,
+                    track.sightings[0].time,
+                )
             )
         return out
 
