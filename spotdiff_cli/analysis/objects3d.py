@@ -837,12 +837,12 @@ _AFFINE_POINTS = 5
 # similarity; only its small tilts and rolls bend it), and, for three or four objects that
 # span the floor, an affine. Neither is the camera itself: through so few objects they bend
 # to their few pixels of noise (as the camera, the affine turned fixed cameras under a
-# changed light into moved ones by 14 px at the frame's corner). On the tuning renders, the
-# objects reported moved under a similarity where nothing moved were 33-48 px from its place
-# and 8.6-18.3 px from the floor similarity's (a grey sphere 56 px behind three objects close
-# together, a purple cube, a red cube, a green cube beyond two objects: seeds 14 and 15) or
-# 10 px from the affine's; the 36 true moves judged under a similarity stay 43 px or more from
-# every map's place.
+# changed light into moved ones by 14 px at the frame's corner). On the tuning renders, four
+# objects reported moved under a similarity where nothing moved were 33-46 px from its place
+# and 8.6-18.3 px from the floor similarity's or 10 px from the affine's (a grey sphere 56 px
+# behind three objects close together, a purple cube, a red cube, a green cube beyond two
+# objects: seeds 14 and 15); the 36 true moves judged under a similarity stay 41 px or more
+# from every map's place.
 _FEW_AFFINE = 3
 # How far an object's contact point may be from where the camera puts it and still be the same
 # place for a colour or material change, or a look-alike at the same spot (share of the long
