@@ -61,6 +61,11 @@ Backend = Literal["auto", "ffmpeg", "opencv"]
 # Both depend on the keyframe interval of the file; pass seek_threshold to override.
 OPENCV_SEEK_THRESHOLD = 80
 FFMPEG_SEEK_THRESHOLD = 100
+# ffmpeg's decoding threads: a core is left to spotdiff's own threads, which analyse what it
+# decodes. ffmpeg's own choice on two cores (three frame threads) cost the motorway's every-frame
+# scans 4-7 % of their time and a tenth more CPU than one thread (benchmarks/video.py, idle;
+# docs/video.md); its scale and colour conversion run on a thread of their own either way.
+DECODE_THREADS = max(1, (os.cpu_count() or 2) - 1)
 
 _VIDEO_HINT = "check that it is a video FFmpeg can read (mp4, mkv, avi, mov, gif, ...)"
 
@@ -473,6 +478,7 @@ class _FFmpegReader:
         import ffmpeg
 
         in_kwargs: dict[str, object] = {"copyts": None}  # keep absolute PTS after -ss
+        in_kwargs["threads"] = DECODE_THREADS
         if seek is not None and seek > 0:
             in_kwargs["ss"] = f"{seek:.6f}"
             self.stats.seeks += 1
