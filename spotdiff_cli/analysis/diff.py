@@ -100,12 +100,18 @@ def apply_lighting(image: np.ndarray, gains: np.ndarray, offsets: np.ndarray) ->
     return np.dstack(channels)
 
 
-def blurred(image: np.ndarray, blur_sigma: float) -> np.ndarray:
+def _blurred(image: np.ndarray, blur_sigma: float) -> np.ndarray:
     """(H, W, 3) uint8 -> blurred float32. Blurring the uint8 image uses OpenCV's fixed-point
     SIMD path (several times faster than float); the half-level rounding is far below delta."""
     if blur_sigma > 0:
         image = cv2.GaussianBlur(image, (0, 0), blur_sigma)
     return image.astype(np.float32)
+
+
+def blurred_once(image: np.ndarray, blur_sigma: float) -> np.ndarray:
+    """``_blurred``, computed once per read-only frame (``analysis.memo``): a frame of a
+    sequence is the after image of one pair and the before image of the next."""
+    return memoised(image, f"blur {blur_sigma}", lambda frame: _blurred(frame, blur_sigma))
 
 
 def pixel_distance(b: np.ndarray, a: np.ndarray) -> np.ndarray:
@@ -129,12 +135,8 @@ def compute_change_mask(
     captioner should use when it compares colours.
     """
     n_valid = max(1, int(valid.sum()))
-    blurred_before = memoised(
-        before, f"blur {config.blur_sigma}", lambda image: blurred(image, config.blur_sigma)
-    )
-    blurred_after = memoised(
-        after, f"blur {config.blur_sigma}", lambda image: blurred(image, config.blur_sigma)
-    )
+    blurred_before = blurred_once(before, config.blur_sigma)
+    blurred_after = blurred_once(after, config.blur_sigma)
     raw_distance = pixel_distance(blurred_before, blurred_after)
     raw_fraction = float(((raw_distance > config.delta) & valid).sum()) / n_valid
     corrected = after

@@ -864,8 +864,8 @@ def filters_from_flags(
     last = parse_time_point(before, "--before") if before else None
     if first is not None and last is not None:
         start, end = _comparable(first), _comparable(last)
-        both_moments = (first.moment is None) == (last.moment is None)
-        if both_moments and start is not None and end is not None and start > end:
+        same_kind = (first.moment is None) == (last.moment is None)  # both moments, or neither
+        if same_kind and start is not None and end is not None and start > end:
             raise UsageError(
                 f"--after {after} is later than --before {before}: no event can lie between; "
                 "swap them"

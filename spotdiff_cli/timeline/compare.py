@@ -13,8 +13,7 @@ import cv2
 import numpy as np
 
 from ..analysis import resize_for_analysis
-from ..analysis.diff import blurred, pixel_distance
-from ..analysis.memo import memoised
+from ..analysis.diff import blurred_once, pixel_distance
 from ..config import AnalysisConfig, VideoConfig
 
 THUMB_SIZE = 320
@@ -73,12 +72,10 @@ def changed_share(
     the light changed should reach the full analysis, which corrects it and reports "the
     lighting changed". Skipping the fit here saves ~15 ms on every pair that changed.
     """
-    sigma = analysis.blur_sigma
-    blurred_before, blurred_after = (
-        memoised(thumb, f"blur {sigma}", lambda image: blurred(image, sigma))
-        for thumb in (before_thumb, after_thumb)
+    raw = pixel_distance(
+        blurred_once(before_thumb, analysis.blur_sigma),
+        blurred_once(after_thumb, analysis.blur_sigma),
     )
-    raw = pixel_distance(blurred_before, blurred_after)
     if watch_thumb is None:
         return float((raw > analysis.delta).sum()) / raw.size
     if not watch_thumb.any():

@@ -441,9 +441,8 @@ class EventBuilder:
         """Number the closed events no open event can precede, in start order (a closed
         event's start is final; an open one starts no earlier than its key)."""
         bound = min((o.key for o in self._building), default=None)
-        ready = sorted(
-            (o for o in self._closed if bound is None or self._order(o) < bound), key=self._order
-        )
+        ordered = sorted(((self._order(o), o) for o in self._closed), key=lambda pair: pair[0])
+        ready = [o for order, o in ordered if bound is None or order < bound]
         events = []
         for item in ready:
             self._closed.remove(item)

@@ -445,7 +445,7 @@ class ObjectWatcher:
                     bbox=where[owner],
                     noun=track.noun,
                     track=owner,
-                    track_since=track.sightings[0].time,
+                    track_since=track.start,
                 )
             )
         # An object that explains its first change now was seen before: its event starts at its
@@ -459,7 +459,7 @@ class ObjectWatcher:
                 s.box,
                 t.noun,
                 t.id,
-                t.sightings[0].time,
+                t.start,
             )
             for t in self.arrived
             for s in t.sightings
@@ -479,7 +479,7 @@ class ObjectWatcher:
                     box,
                     track.noun,
                     track_id,
-                    track.sightings[0].time,
+                    track.start,
                 )
             )
         return out
