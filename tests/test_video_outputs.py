@@ -162,6 +162,28 @@ def test_a_moving_object_split_into_two_clusters_stays_one_event():
     assert (event.id, event.start, event.end, event.detections) == (1, 1.0, 3.0, 4)
 
 
+def test_an_untracked_visit_is_told_with_the_noun_its_pairs_agreed_on():
+    # A car crossing a small --roi in half a second is never tracked; its first pair showed
+    # too little of it to name ("a small grey object appeared"), the pairs after named it.
+    def said(t, kind, text, noun):
+        return Detection(t, t - 0.2, Sentence(text, kind=kind), (300, 380, 30, 20), noun)
+
+    builder = EventBuilder("cam.mp4", 640, 480, 0.08, 1)
+    builder.add(
+        0, [said(1.0, "appeared", "a small grey object appeared near the bottom centre", "object")]
+    )
+    builder.add(1, [said(1.2, "moved", "the small black car near the bottom centre moved", "car")])
+    builder.add(2, [said(1.4, "moved", "the small blue car near the bottom centre moved", "car")])
+    builder.add(
+        3, [said(1.6, "disappeared", "the person near the bottom centre is gone", "person")]
+    )
+    [event] = builder.finish()
+    assert (event.noun, event.kind) == ("car", "visited")
+    assert event.text == "a car appeared near the bottom centre and was gone 0.6 s later"
+    # What each pair said stays as it was said.
+    assert event.sentences[0].text == "a small grey object appeared near the bottom centre"
+
+
 def test_a_visit_waits_for_its_departure_up_to_max_visit():
     arrival = [_detection(10.0, "appeared", (100, 100, 40, 40))]
     departure = [_detection(70.0, "disappeared", (100, 100, 40, 40))]

@@ -558,6 +558,26 @@ class EventBuilder:
             last_seen[text] = (index, sample)
         return tuple(said)
 
+    def _named(self, detection: Detection, noun: str) -> str:
+        """The detection's sentence, or, when it names no thing ("a small grey object
+        appeared ...") and the event knows what it was (its majority noun), the same sentence
+        with that noun: a car crossing a small ``--roi`` in half a second is never tracked, and
+        its first pair's pixels often show too little of it to name, while the pairs after do.
+        Size and colour words are left out with the pixels' noun: on those first pairs they are
+        the road's as much as the car's."""
+        sentence = detection.sentence
+        if (
+            noun in _UNKNOWN_NOUNS
+            or detection.bbox is None
+            or sentence.kind not in ("appeared", "disappeared")
+            or noun in sentence.text.split()
+        ):
+            return sentence.text
+        where = region_phrase(detection.bbox, self.width, self.height)
+        if sentence.kind == "appeared":
+            return f"{article(noun)} {noun} appeared {where}"
+        return f"the {noun} {where} is gone"
+
     def _describe(self, ds: list[Detection], noun: str) -> tuple[str, str]:
         """One sentence for the whole event, and its kind."""
         first, last = ds[0], ds[-1]
@@ -573,13 +593,14 @@ class EventBuilder:
                 "moved",
             )
         kinds = {d.sentence.kind for d in ds}
+        opening = self._named(first, noun)
         if kind == "appeared" and last.sentence.kind == "disappeared":
             stay = _duration_words(last.time - first.time)
-            return f"{first.sentence.text} and was gone {stay} later", "visited"
+            return f"{opening} and was gone {stay} later", "visited"
         if kinds == {"appeared"} or kind == "appeared":
-            return first.sentence.text, "appeared"
+            return opening, "appeared"
         if kinds == {"disappeared"}:
-            return first.sentence.text, "disappeared"
+            return opening, "disappeared"
         where = region_phrase(first.bbox, self.width, self.height)
         if what == "object":
             return f"something kept changing {where}", "changed"
