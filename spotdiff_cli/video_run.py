@@ -296,8 +296,10 @@ class VideoRun:
             raise UsageError("give a SOURCE (video, folder, glob, stream URL) or --watch DIR")
         # Everything the report writes with is imported now: a Ctrl-C that lands inside a first
         # import leaves that module half made, and the final save after it would fail with
-        # "partially initialized module" instead of writing what was found.
-        import yaml  # noqa: F401
+        # "partially initialized module" instead of writing what was found. (YAML writes only
+        # a report folder's config.yaml: a --json run does not wait for it before decoding.)
+        if out is not None:
+            import yaml  # noqa: F401
 
         from .report import timeline as _writers  # noqa: F401
 

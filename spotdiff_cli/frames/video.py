@@ -83,7 +83,20 @@ def find_ffmpeg() -> str | None:
 
 @functools.lru_cache(maxsize=1)
 def _bundled_ffmpeg() -> str | None:
-    """imageio-ffmpeg's binary (looked up once: the lookup runs the binary, ~50 ms)."""
+    """imageio-ffmpeg's binary, looked up once. Its own lookup runs ``ffmpeg -version`` to
+    check that the binary works (~25 ms of every run's start, before decoding can begin); the
+    question :func:`_showinfo_options` asks of the binary checks the same, so the file is found
+    where imageio-ffmpeg keeps it and asked that instead (imageio-ffmpeg's lookup is the
+    fallback for anything unexpected)."""
+    try:
+        from imageio_ffmpeg import _definitions, _utils
+
+        name = _definitions.FNAME_PER_PLATFORM.get(_definitions.get_platform(), "")
+        exe = os.path.join(_utils._get_bin_dir(), name) if name else ""
+        if exe and Path(exe).is_file() and _showinfo_help(exe) is not None:
+            return exe
+    except Exception:  # another imageio-ffmpeg layout: ask it the documented way
+        pass
     try:
         import imageio_ffmpeg
 
@@ -740,20 +753,25 @@ class FFmpegPipe:
 
 
 @functools.lru_cache(maxsize=4)
-def _showinfo_options(exe: str) -> dict[str, int]:
-    """showinfo's per-frame plane checksums cost a third of the decode time of a 720p stream;
-    ffmpeg 5.1+ can skip them (``checksum=0``). Older binaries do not know the option."""
+def _showinfo_help(exe: str) -> str | None:
+    """``ffmpeg -h filter=showinfo``'s text; None when the binary does not run."""
     try:
-        text = subprocess.run(
+        done = subprocess.run(
             [exe, "-hide_banner", "-h", "filter=showinfo"],
             capture_output=True,
             text=True,
             errors="replace",
             timeout=30,
-        ).stdout
+        )
     except (OSError, subprocess.SubprocessError):
-        return {}
-    return {"checksum": 0} if "checksum" in text else {}
+        return None
+    return done.stdout if done.returncode == 0 else None
+
+
+def _showinfo_options(exe: str) -> dict[str, int]:
+    """showinfo's per-frame plane checksums cost a third of the decode time of a 720p stream;
+    ffmpeg 5.1+ can skip them (``checksum=0``). Older binaries do not know the option."""
+    return {"checksum": 0} if "checksum" in (_showinfo_help(exe) or "") else {}
 
 
 def _last_error_line(text: str) -> str:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -297,31 +298,41 @@ class ObjectTracker:
         reach: float = 1.5,
         view: BBox | None = None,
     ) -> None:
-        import logging
-
-        from .norfair_import import import_norfair
-
-        Tracker = import_norfair().Tracker  # the light install has it: pure Python over numpy
-
         self.min_hits = min_hits
         self.misses = misses
         self.view = view
-        # norfair logs a speed hint for every scalar distance function; a handful of boxes a
-        # look needs no vectorising, and a report must not carry a library's advice.
-        logging.getLogger("norfair.tracker").setLevel(logging.ERROR)
-        # norfair keeps an object a little longer than a track lives, so a match to an object
-        # whose track ended starts a new track instead of silently reviving the old one.
-        self._tracker = Tracker(
-            distance_function=_box_distance,
-            distance_threshold=reach,
-            hit_counter_max=misses + 2,
-            initialization_delay=0,
-            pointwise_hit_counter_max=misses + 2,
-        )
+        self.reach = reach
+        # norfair's tracker is made at the first look, not here: the object watcher is set up
+        # before a video's decoding starts, and importing norfair (~30 ms) there held the
+        # decoder back by as much.
+        self._norfair: Any = None
         self._tracks: dict[int, Track] = {}  # our id -> the track
         self._of_object: dict[int, int] = {}  # norfair's object id -> our id
         self._missed: dict[int, int] = {}  # our id -> looks in a row without a match
         self._next_id = 1
+
+    @property
+    def _tracker(self) -> Any:
+        """norfair's Tracker, made on first use (the light install has it: pure Python over
+        numpy)."""
+        if self._norfair is None:
+            import logging
+
+            from .norfair_import import import_norfair
+
+            # norfair logs a speed hint for every scalar distance function; a handful of boxes
+            # a look needs no vectorising, and a report must not carry a library's advice.
+            logging.getLogger("norfair.tracker").setLevel(logging.ERROR)
+            # norfair keeps an object a little longer than a track lives, so a match to an
+            # object whose track ended starts a new track instead of silently reviving it.
+            self._norfair = import_norfair().Tracker(
+                distance_function=_box_distance,
+                distance_threshold=self.reach,
+                hit_counter_max=self.misses + 2,
+                initialization_delay=0,
+                pointwise_hit_counter_max=self.misses + 2,
+            )
+        return self._norfair
 
     @property
     def live(self) -> dict[int, Track]:
