@@ -77,11 +77,17 @@ def process_device(device: str, info: DistInfo) -> str:
     return device
 
 
-def cleanup(info: DistInfo) -> None:
+def cleanup(info: DistInfo, finished: bool = False) -> None:
+    """Leave the process group. ``finished``: every process got here the ordinary way, so all
+    wait for each other first; a process that tore gloo down while its peer was still leaving
+    could abort the peer ("Connection closed by peer", a signal instead of an exit code). Not
+    after an error or Ctrl-C: a peer that is gone would never reach the barrier."""
     if info.enabled:
         import torch.distributed as dist
 
         if dist.is_initialized():
+            if finished:
+                dist.barrier()
             dist.destroy_process_group()
 
 

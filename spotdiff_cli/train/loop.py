@@ -144,7 +144,7 @@ def train(
     )
     state = resume_state(run, checkpoint) if checkpoint is not None else RunState()  # 3
 
-    stopped_early = interrupted = False  # 4
+    stopped_early = interrupted = finished = False  # 4
     samples_done, interval = 0, Interval()
     total_epochs = sum(stage.epochs for stage in run.plan)
     try:
@@ -179,11 +179,12 @@ def train(
             if info.is_main:
                 save_checkpoint(out / "last.pt", model, checkpoint_extra(run, state))
             dist.barrier(info)
+        finished = True
     except KeyboardInterrupt:
         interrupted = True
         save_interrupted(run, state)
     finally:
-        dist.cleanup(info)
+        dist.cleanup(info, finished)
     result = run_result(out, state, stopped_early, interrupted, notes, started, samples_done)
     result.val_metric = config.val_metric
     return result
@@ -474,7 +475,7 @@ def _fit_once(
         save_checkpoint(out / "last.pt", model, extra)
         _append_log(out, {"validation": record})
         say(f"validation: CIDEr {record['CIDEr']:.4f}")  # one validation: nothing to choose
-    dist.cleanup(info)
+    dist.cleanup(info, finished=True)
     seconds = time.perf_counter() - started
     return TrainResult(
         out,
