@@ -773,3 +773,41 @@ def test_a_patch_lying_on_a_metal_is_no_object_that_arrived_or_went():
     assert not _lies_on(front, [_part("blue", cylinder & ~ball), front])
     # ... and a piece of the same colour is left to the merged-object cut.
     assert not _lies_on(_part("blue", patch), [metal])
+
+
+def test_a_grey_object_brighter_than_grey_paint_is_no_object_to_arrive_or_go():
+    from spotdiff_cli.analysis.objects3d import _object_sized
+
+    ball = dataclasses.replace(_seen(colour="gray"), bbox=(300, 100, 30, 30), scale=0.12)
+    # Grey rubber lit as the floor is reads 0.27 of it, grey metal darker still.
+    assert _object_sized(dataclasses.replace(ball, features={"median_ratio": 0.31}))
+    assert _object_sized(dataclasses.replace(ball, features={"median_ratio": 0.02}))
+    # A lit patch of floor between objects, found by its edges, reads as bright as the floor.
+    assert not _object_sized(dataclasses.replace(ball, features={"median_ratio": 0.95}))
+    # A coloured object may be brighter than the floor (a yellow rubber ball: 2.5).
+    yellow = dataclasses.replace(ball, colour="yellow", features={"median_ratio": 2.5})
+    assert _object_sized(yellow)
+
+
+def test_an_object_between_the_places_of_the_cameras_maps_did_not_move():
+    from spotdiff_cli.analysis.objects3d import _span_gap
+
+    # A large cylinder near the camera, under a similarity through two far objects: the image's
+    # similarity puts it 48 px short of where it is (the near floor shifted further), the
+    # floor's similarity 33 px beyond it; the floor's map lies between the two.
+    image, floor = np.array([329.0, 273.4]), np.array([410.0, 276.7])
+    assert _span_gap([image, floor], (377.5, 270.5)) < 0.04 * 480
+    # An object carried 40 px across that line moved.
+    assert _span_gap([image, floor], (377.5, 230.0)) > 0.04 * 480
+    # With one map only, the distance to its place.
+    assert _span_gap([image], (329.0, 300.0)) == pytest.approx(26.6)
+
+
+def test_a_flat_piece_is_not_cut_from_a_merged_object():
+    from spotdiff_cli.analysis.objects3d import _built
+
+    # The lit top of a grey cube found whole in one view and in part in the other (46 x 21 px)
+    # is a face of it, not a neighbour merged with it; a ball behind it (30 x 24) is one.
+    ball = _seen(colour="gray")
+    assert not _built(dataclasses.replace(ball, bbox=(284, 87, 46, 21)))
+    assert _built(dataclasses.replace(ball, bbox=(284, 87, 30, 24)))
