@@ -811,3 +811,17 @@ def test_a_flat_piece_is_not_cut_from_a_merged_object():
     ball = _seen(colour="gray")
     assert not _built(dataclasses.replace(ball, bbox=(284, 87, 46, 21)))
     assert _built(dataclasses.replace(ball, bbox=(284, 87, 30, 24)))
+
+
+def test_one_convex_outline_is_not_cut_as_two_merged_objects():
+    from spotdiff_cli.analysis.objects3d import _ONE_CONVEX, _solidity
+
+    # A ball found whole in one view (and in part in the other, where a neighbour hid it) is
+    # as convex as one object: nothing to cut from it.
+    ball = np.zeros((120, 160), np.uint8)
+    cv2.circle(ball, (80, 60), 20, 1, -1)
+    assert _solidity(ball.astype(bool)) >= _ONE_CONVEX
+    # A small ball in front of a large one of its colour makes a waist where they meet.
+    pair = ball.copy()
+    cv2.circle(pair, (92, 88), 11, 1, -1)
+    assert _solidity(pair.astype(bool)) < _ONE_CONVEX
