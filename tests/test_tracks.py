@@ -7,6 +7,8 @@ from __future__ import annotations
 import dataclasses
 import re
 
+import pytest
+
 from spotdiff_cli.timeline.events import SEEN, EventBuilder
 from spotdiff_cli.timeline.objects import Look, ObjectWatcher
 from spotdiff_cli.timeline.tracks import ObjectTracker, Sighting, Track, count_phrase, tell
@@ -321,7 +323,9 @@ def test_the_look_ahead_changes_no_event_and_takes_the_passes_off_the_captions(m
     passes.clear()
     monkeypatch.setattr(ObjectWatcher, "look_ahead", lambda self, *args: None)
     assert run() == ahead and ahead
-    assert on_captions <= 0.2 * total and passes.count("MainThread") == len(passes)
+    # Without it the captions' thread makes the passes the looker's held-change check did not
+    # (that check asks about the changed samples it may carry, on the looker's thread).
+    assert on_captions <= 0.2 * total and passes.count("MainThread") > on_captions
 
 
 def test_a_vehicle_is_told_with_the_colour_most_looks_agree_on():
@@ -447,3 +451,77 @@ def test_event_numbers_follow_start_times_when_a_track_reaches_back():
     events += builder.finish()
     assert [(e.start, e.noun) for e in events] == [(0.0, "car"), (1.0, "object")]
     assert [e.id for e in events] == [1, 2]
+
+
+def _room_events(settings, monkeypatch=None, carry: bool = True):
+    from conftest import media
+
+    from spotdiff_cli import api
+    from spotdiff_cli.timeline import pipeline
+
+    with pytest.MonkeyPatch.context() as m:
+        if not carry:  # every changed pair analysed, as before held changes were carried
+            m.setattr(pipeline._Looker, "_held", lambda self, *args: False)
+        (result,) = api.describe_video(
+            [str(media("intel_one-by-one-person-detection.mp4"))], settings
+        )
+    told = [(e.start, e.end, e.kind, e.noun, e.text, e.sentences, e.track) for e in result.events]
+    return result.analysed, told
+
+
+def test_a_person_standing_where_described_is_carried_not_analysed_again():
+    from spotdiff_cli.config import Settings, resolve
+
+    settings = resolve(Settings(), None, video={"every": "1s", "end": "48"})
+    analysed, told = _room_events(settings)
+    analysed_all, told_all = _room_events(settings, carry=False)
+    # Two visits, each a person walking in, standing at the table, leaving: told the same,
+    # sentences and track included, from far fewer analysed pairs.
+    assert told == told_all and len(told) == 2
+    assert analysed <= 0.6 * analysed_all
+    # --describe-every 0s asks for every changed pair: nothing is carried.
+    every_pair = resolve(
+        Settings(), None, video={"every": "1s", "end": "48", "describe_every": "0s"}
+    )
+    assert _room_events(every_pair)[0] == _room_events(every_pair, carry=False)[0]
+
+
+def test_a_run_resumed_between_visits_equals_the_uninterrupted_one(tmp_path, monkeypatch):
+    """A checkpoint is never taken while a held change could be carried on: a resumed run
+    knows nothing of what was described before it, and must decide as the uninterrupted one."""
+    import contextlib
+    import json
+
+    from conftest import media
+    from typer.testing import CliRunner
+
+    from spotdiff_cli.cli import app, render
+
+    clip = media("intel_one-by-one-person-detection.mp4")
+    runner = CliRunner()
+    args = ["video", str(clip), "--every", "1s", "--end", "48"]
+
+    class StopAfter:  # stands in for the progress bar; Ctrl-C inside the second visit
+        def update(self, source, position, duration, samples) -> None:
+            if samples >= 34:
+                raise KeyboardInterrupt
+
+    full = json.loads(runner.invoke(app, [*args, "--json"]).stdout)
+    out = tmp_path / "run"
+    with monkeypatch.context() as m:
+        m.setattr(
+            render, "timeline_progress", lambda enabled=True: contextlib.nullcontext(StopAfter())
+        )
+        assert runner.invoke(app, [*args, "--out", str(out)]).exit_code == 130
+    partial = json.loads((out / "timeline.json").read_text())
+    assert partial["sources"][0]["checkpoint"]["at"] < 34
+    assert runner.invoke(app, [*args, "--out", str(out), "--resume"]).exit_code == 0
+    resumed = json.loads((out / "timeline.json").read_text())
+
+    def told(data):
+        return [
+            {k: v for k, v in e.items() if k not in ("picture", "clip")}
+            for e in data["sources"][0]["events"]
+        ]
+
+    assert told(resumed) == told(full) and len(told(full)) == 2

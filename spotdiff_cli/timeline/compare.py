@@ -72,15 +72,28 @@ def changed_share(
     the light changed should reach the full analysis, which corrects it and reports "the
     lighting changed". Skipping the fit here saves ~15 ms on every pair that changed.
     """
+    changed = changed_pixels(before_thumb, after_thumb, watch_thumb, analysis)
+    if watch_thumb is None:
+        return float(changed.sum()) / changed.size
+    if not watch_thumb.any():
+        return 0.0
+    return float(changed.sum()) / int(watch_thumb.sum())
+
+
+def changed_pixels(
+    before_thumb: np.ndarray,
+    after_thumb: np.ndarray,
+    watch_thumb: np.ndarray | None,
+    analysis: AnalysisConfig,
+) -> np.ndarray:
+    """(h, w) bool over the thumbnail: where the first look sees a change (in the watched
+    area)."""
     raw = pixel_distance(
         blurred_once(before_thumb, analysis.blur_sigma),
         blurred_once(after_thumb, analysis.blur_sigma),
     )
-    if watch_thumb is None:
-        return float((raw > analysis.delta).sum()) / raw.size
-    if not watch_thumb.any():
-        return 0.0
-    return float(((raw > analysis.delta) & watch_thumb).sum()) / int(watch_thumb.sum())
+    changed = raw > analysis.delta
+    return changed if watch_thumb is None else changed & watch_thumb
 
 
 class Comparator:

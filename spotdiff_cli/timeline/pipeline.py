@@ -33,6 +33,7 @@ from ..frames.timecode import format_timecode, parse_every, parse_time, setting_
 from ..types import Analysis, BBox, Detection, Event, Frame, Report
 from .compare import (
     Comparator,
+    changed_pixels,
     changed_share,
     relative_to_watched,
     resize_like,
@@ -40,7 +41,7 @@ from .compare import (
     watched_box,
 )
 from .events import EventBuilder
-from .objects import ObjectWatcher, in_video_words
+from .objects import ObjectWatcher, held_by, in_video_words
 from .regions import parse_roi, watch_mask
 
 T = TypeVar("T")
@@ -238,6 +239,9 @@ class _Sample:
     found: bool = False
     # The frame at work size (read-only), for the object detector.
     pixels: np.ndarray | None = None
+    # The next changed sample may be carried on what the looker last described (``_Looker``'s
+    # held changes): state a checkpoint does not record, so none is taken here.
+    holding: bool = False
 
 
 class _Looker:
@@ -265,6 +269,11 @@ class _Looker:
         # is seen; None: the whole frame.
         self.region: BBox | None = None
         self.cadence = _Cadence(describe_every)
+        # What the tracked things are, from the detector (``ObjectWatcher.movers``; set by the
+        # run when it follows objects): a change that is only they standing where they were
+        # last described is carried, not analysed again (``_held``).
+        self.movers: Callable[[np.ndarray, BBox | None], list] | None = None
+        self._described: tuple[np.ndarray, list | None] | None = None  # (frame, its movers)
         if resume_at is not None:
             self.cadence.active, self.cadence.found = resume_at.active, resume_at.found
 
@@ -286,6 +295,46 @@ class _Looker:
             base, pixels, watch=watch, analysis=dataclasses.replace(analysis, camera="fixed")
         )
         return still if still.mask.changed_fraction <= STILL_BACKGROUND else moved
+
+    def _held(
+        self,
+        pixels: np.ndarray,
+        base_thumb: np.ndarray,
+        thumb: np.ndarray,
+        watch_thumb: np.ndarray | None,
+        analysis: AnalysisConfig,
+        crop: tuple[slice, slice],
+    ) -> bool:
+        """Whether this changed sample is the change described last going on in place: people
+        standing at a table, shifting their weight. Each such pair was analysed and captioned
+        again (the room clip at 1 s: 110 pairs analysed, 61 of them a person standing) to say
+        what the tracker already tells ("stood in the centre for 18 s"); carried like a pair
+        inside a ``--describe-every`` slot, the run's events are the same, sentences included,
+        on the room, car park and motorway clips (the motorway's moving cars are never held).
+        Only while a described change goes on (``_Cadence`` active and found), and never with
+        ``--describe-every 0s``, which asks for every changed pair."""
+        cadence = self.cadence
+        if (
+            self.movers is None
+            or self._described is None
+            or cadence.every <= 0
+            or not (cadence.active and cadence.found)
+        ):
+            return False
+        now = self.movers(pixels, self.region)
+        if not now:
+            return False
+        frame, described = self._described
+        if described is None:
+            described = self.movers(frame, self.region)
+            self._described = (frame, described)
+        rows, cols = crop
+        x0, y0 = cols.start or 0, rows.start or 0
+        width = (cols.stop or pixels.shape[1]) - x0
+        height = (rows.stop or pixels.shape[0]) - y0
+        to_thumb = (x0, y0, thumb.shape[1] / width, thumb.shape[0] / height)
+        changed = changed_pixels(base_thumb, thumb, watch_thumb, analysis)
+        return held_by(now, described, changed, to_thumb)
 
     def look(self, frames: Iterator[Frame]) -> Iterator[_Sample]:
         video, analysis = self.video, self.analysis
@@ -343,7 +392,9 @@ class _Looker:
                 if changed_share(base_thumb, thumb, watch_thumb, analysis) < video.lower:
                     continues = False  # the next pair's before frame is not this pair's after frame
                     cadence.active = False
-                elif cadence.describe(timestamp):
+                elif cadence.describe(timestamp) and not self._held(
+                    pixels, base_thumb, thumb, watch_thumb, analysis, crop
+                ):
                     result = self.describer.analyse(
                         base,
                         pixels,
@@ -355,6 +406,7 @@ class _Looker:
                         result = self._camera_checked(base, pixels, watch_work, analysis, result)
                     cadence.active = True
                     cadence.found = bool(result.clusters) or result.scene_changed
+                    self._described = (pixels, None)
                 else:
                     carried = True
             cadence.last_time = timestamp
@@ -369,6 +421,11 @@ class _Looker:
                 cadence.active,
                 cadence.found,
                 pixels,
+                holding=self.movers is not None
+                and cadence.every > 0
+                and cadence.active
+                and cadence.found
+                and self._described is not None,
             )
 
 
@@ -554,6 +611,8 @@ class _SourceRun:
             if video.objects and self.settings.caption.recognise
             else None
         )
+        if self.objects is not None:
+            self.looker.movers = self.objects.movers
 
     def _samples(self) -> None:
         """Every sample, in order. Three stages on three threads: decoding, the pixel analysis
@@ -579,7 +638,7 @@ class _SourceRun:
                 self.index += 1
                 self.result.samples += 1
                 self._advance(sample, detections, before_time)
-                if not self.builder.open and self._checkpoint(sample):
+                if not self.builder.open and not sample.holding and self._checkpoint(sample):
                     self.stopped = True
                     return
                 self._report_progress(sample.timestamp)
