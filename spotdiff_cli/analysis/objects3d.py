@@ -1548,12 +1548,13 @@ def compare_objects(
     for i, j in fit.pairs:
         same_object(i, j)
 
-    def predicted(i: int) -> np.ndarray:
-        return _apply(fit.matrix, before[i].contact)
+    def predicted(i: int, matrix: np.ndarray = fit.matrix) -> np.ndarray:
+        return _apply(matrix, before[i].contact)
 
-    def region_after(i: int) -> np.ndarray:
-        """Before object ``i``'s outline where the camera puts it in the after view."""
-        dx, dy = predicted(i) - np.array(before[i].contact)
+    def region_after(i: int, matrix: np.ndarray = fit.matrix) -> np.ndarray:
+        """Before object ``i``'s outline where the camera (or ``matrix``) puts it in the after
+        view."""
+        dx, dy = predicted(i, matrix) - np.array(before[i].contact)
         return _shifted(before[i].mask, dx, dy)
 
     margin = _BEHIND * size[1]
@@ -1567,23 +1568,43 @@ def compare_objects(
                 out |= o.mask
         return out
 
-    def gone_from(i: int, but: np.ndarray | None = None) -> bool:
+    def gone_from(i: int, but: np.ndarray | None = None, matrix: np.ndarray = fit.matrix) -> bool:
         """The after view shows floor where before object ``i`` stood (``but`` those pixels:
-        the object itself, moved by less than its width)."""
-        region = region_after(i) if but is None else region_after(i) & ~but
-        hidden = behind(after, float(predicted(i)[1]), before[i].colour)
+        the object itself, moved by less than its width), as the camera (or ``matrix``) puts
+        it."""
+        region = region_after(i, matrix)
+        region = region if but is None else region & ~but
+        hidden = behind(after, float(predicted(i, matrix)[1]), before[i].colour)
         return _evidence(maps_after, region, before[i], hidden) < _floor_below(before[i])
 
-    def region_before(j: int) -> np.ndarray:
-        """After object ``j``'s outline where the camera puts it in the before view."""
+    def region_before(j: int, inverse: np.ndarray = inverse) -> np.ndarray:
+        """After object ``j``'s outline where the camera puts it in the before view (``inverse``
+        the camera's inverse, or another map's)."""
         dx, dy = _apply(inverse, after[j].contact) - np.array(after[j].contact)
         return _shifted(after[j].mask, dx, dy)
 
-    def new_at(j: int, but: np.ndarray | None = None) -> bool:
+    def new_at(j: int, but: np.ndarray | None = None, inverse: np.ndarray = inverse) -> bool:
         """The before view shows floor where after object ``j`` stands."""
-        region = region_before(j) if but is None else region_before(j) & ~but
+        region = region_before(j, inverse)
+        region = region if but is None else region & ~but
         hidden = behind(before, float(_apply(inverse, after[j].contact)[1]), after[j].colour)
         return _evidence(maps_before, region, after[j], hidden) < _floor_below(after[j])
+
+    # An object left over is gone (or new) only when the other view shows floor where every
+    # map of the camera puts it: the camera's own and, under a similarity, the maps that follow
+    # the floor's perspective (see _FEW_AFFINE), as an object moved only when it is away from
+    # all of them. Under a similarity through three objects, a small yellow metal sphere beside
+    # a large cube was put 22 px above itself in the other view, where the floor showed, and
+    # "was gone"; the floor's similarity puts it on itself. On the three wide tuning renders
+    # (seeds 14, 15, 16) this took back three distractors' false departures and two false
+    # sentences of changed pairs, and one true arrival (merged with a look-alike, which one map
+    # put where the look-alike had stood); the default-preset renders (seeds 11, 13) kept theirs.
+    def gone_under_every_map(i: int) -> bool:
+        return all(gone_from(i, matrix=m) for m in (fit.matrix, *fit.alternatives))
+
+    def new_under_every_map(j: int) -> bool:
+        inverses = [inverse, *(np.linalg.inv(m) for m in fit.alternatives)]
+        return all(new_at(j, inverse=m) for m in inverses)
 
     # The pixels of matched objects, except those that look bigger in one view than the
     # camera's zoom explains (there they may have swallowed a repainted neighbour).
@@ -1674,7 +1695,7 @@ def compare_objects(
     # Left over: gone or new, when the other view shows floor where it stood.
     for i in sorted(left_b):
         region = region_after(i)
-        if not judged(before[i], region, before) or not gone_from(i):
+        if not judged(before[i], region, before) or not gone_under_every_map(i):
             continue
         # Something else stands there: the object, repainted, that segmentation did not find
         # as a whole (or merged with a neighbour).
@@ -1694,7 +1715,7 @@ def compare_objects(
         changes.append(ObjectChange("disappeared", before[i], None, "", _sure(before[i])))
     for j in sorted(left_a):
         region = region_before(j)
-        if not judged(after[j], region, after) or not new_at(j):
+        if not judged(after[j], region, after) or not new_under_every_map(j):
             continue
         if _objectness(maps_before, region) >= _COVERED:
             if explained(region, matched_b, maps_before):
