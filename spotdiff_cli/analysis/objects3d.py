@@ -1267,8 +1267,8 @@ _FLATTEST = 0.5
 # the floor through that paint. On the five tuning renders (seeds 14, 15, 16, 11, 13) the grey
 # objects that truly arrived or went measured 0.02-0.31; the grey ones reported where nothing
 # arrived or went include six brighter than 0.45 (0.49-2.14: a lit patch of floor between
-# objects, found by its sharp edges; a lamp's reflection), no true one among them. The bound
-# sits between (their geometric middle is 0.39).
+# objects, found by its sharp edges; pieces as bright as the floor read as grey spheres and
+# cubes), no true one among them. The bound sits between (their geometric middle is 0.39).
 _GREY_BRIGHTEST = 0.4
 # ... and when less than this share of its outline lies inside the convex hull of an object of
 # another colour in its view: a CLEVR object stands beside or in front of another (it hides the
