@@ -130,9 +130,11 @@ def cache_bytecode() -> str:
     ``PYTHONPATH`` puts first) to ``__pycache__``, as installing it would. Returns its path."""
     import compileall
 
+    # Asked from the console script's own folder, as the script itself imports: from the
+    # checkout (sys.path's '' when run in it) the checkout would win over PYTHONPATH's tree.
     where = subprocess.run(
         [sys.executable, "-c", "import spotdiff_cli, os; print(os.path.dirname(spotdiff_cli.__file__))"],
-        capture_output=True, text=True, check=True, cwd=REPO,
+        capture_output=True, text=True, check=True, cwd=SPOTDIFF.parent,
     ).stdout.strip()  # fmt: skip
     compileall.compile_dir(where, quiet=1)
     return where
