@@ -238,11 +238,15 @@ class ObjectWatcher:
         of the things tracks follow, in work pixels: the pass :meth:`look` and
         :meth:`look_ahead` make of the same frame (``analysis/detect.py`` keeps the last few),
         so asking costs nothing more. Safe from any thread (it reads no tracking state)."""
+        return [d for d in self._found(pixels, region) if d.label in NOUNS and d.score >= MIN_SCORE]
+
+    def _found(self, pixels: np.ndarray, region: BBox | None) -> list:
+        """The detector's pass over ``region`` of ``pixels``, as every caller here asks it (the
+        same question, so one pass per frame: ``analysis/detect.py`` keeps the last few)."""
         from ..analysis.detect import default_detector
 
         detector = self._detector or default_detector()
-        found = detector.detect(pixels, region=region, min_score=MIN_TOP_VIEW_SCORE)  # type: ignore[attr-defined]
-        return [d for d in found if d.label in NOUNS and d.score >= MIN_SCORE]
+        return detector.detect(pixels, region=region, min_score=MIN_TOP_VIEW_SCORE)  # type: ignore[attr-defined]
 
     def look_ahead(
         self,
@@ -287,10 +291,7 @@ class ObjectWatcher:
             if time - self._ahead_at < 0.9 * self.look_every:
                 return
         self._ahead_at = time
-        from ..analysis.detect import default_detector
-
-        detector = self._detector or default_detector()
-        detector.detect(pixels, region=region, min_score=MIN_TOP_VIEW_SCORE)  # type: ignore[attr-defined]
+        self._found(pixels, region)
 
     def look(
         self,
@@ -304,11 +305,8 @@ class ObjectWatcher:
         already named ("a person", "a car" from HOG and the ImageNet classifier) are sightings
         too where the detector found nothing there (it misses cars seen from above).
         ``active``: the pair's changed pixels ((H, W) bool, work size), when it was analysed."""
-        from ..analysis.detect import default_detector
-
-        detector = self._detector or default_detector()
         self.last_look = time
-        found = detector.detect(pixels, region=self.region, min_score=MIN_TOP_VIEW_SCORE)  # type: ignore[attr-defined]
+        found = self._found(pixels, self.region)
         sightings, weak = [], []
         moving = [
             tuple(v / self.scale for v in c.bbox) for c in changes or () if c.bbox is not None

@@ -296,6 +296,17 @@ class _Looker:
         )
         return still if still.mask.changed_fraction <= STILL_BACKGROUND else moved
 
+    def _may_hold(self) -> bool:
+        """Whether the next changed sample may be carried as held (``_held`` then asks)."""
+        cadence = self.cadence
+        return (
+            self.movers is not None
+            and self._described is not None
+            and cadence.every > 0
+            and cadence.active
+            and cadence.found
+        )
+
     def _held(
         self,
         pixels: np.ndarray,
@@ -313,15 +324,9 @@ class _Looker:
         on the room, car park and motorway clips (the motorway's moving cars are never held).
         Only while a described change goes on (``_Cadence`` active and found), and never with
         ``--describe-every 0s``, which asks for every changed pair."""
-        cadence = self.cadence
-        if (
-            self.movers is None
-            or self._described is None
-            or cadence.every <= 0
-            or not (cadence.active and cadence.found)
-        ):
+        if not self._may_hold():
             return False
-        now = self.movers(pixels, self.region)
+        now = self.movers(pixels, self.region)  # type: ignore[misc]
         if not now:
             return False
         frame, described = self._described
@@ -421,11 +426,7 @@ class _Looker:
                 cadence.active,
                 cadence.found,
                 pixels,
-                holding=self.movers is not None
-                and cadence.every > 0
-                and cadence.active
-                and cadence.found
-                and self._described is not None,
+                holding=self._may_hold(),
             )
 
 
