@@ -23,7 +23,7 @@ ModelClass = Callable[[], type]
 
 # feature_config's settings that older checkpoints may lack (the backbone's own input size,
 # efficientnet_lite0): never required.
-FEATURE_LATER = ("backbone", "input_size")
+FEATURE_LATER = ("backbone", "input_size", "change_gate")
 
 
 def check_settings(name: str, config: dict[str, Any], defaults: dict[str, Any]) -> None:
@@ -206,6 +206,9 @@ def feature_config(
         "grid": [h, w],
         "backbone": "efficientnet_lite0",
         "input_size": 0,  # square side images are resized to for the backbone; 0 = its own
+        # "after" / "focus": read the grids through the analysis' change mask
+        # (features.gate_by_clusters); "" = off, the papers' models see the whole pair.
+        "change_gate": "",
     }
 
 

@@ -44,6 +44,7 @@ from ..types import Analysis, Sentence
 from . import decoding
 from .base import Captioner, DescribeOptions
 from .batch import Batch
+from .features import gate_by_clusters
 from .vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, Vocabulary
 
 # Special ids, fixed by the contract (captioners/vocab.py): <pad>=0, <bos>=1, <eos>=2, <unk>=3, <sep>=4.
@@ -256,7 +257,10 @@ class LearnedCaptioner(Captioner, nn.Module):
                 "use the backbone the model was trained with"
             )
         device = self.device
-        return {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}  # type: ignore[return-value]
+        moved = {k: v.to(device) if isinstance(v, Tensor) else v for k, v in batch.items()}
+        if self.config.get("change_gate"):
+            return gate_by_clusters(moved, self.config["change_gate"])  # type: ignore[arg-type]
+        return moved  # type: ignore[return-value]
 
     # -- decoding -------------------------------------------------------------------------
     def generate(

@@ -167,6 +167,11 @@ class CLIP4IDCCaptioner(GradientCaptioner):
     def _prepare(self, batch: Batch) -> Batch:
         if not self.pixels:
             return super()._prepare(batch)
+        if self.config.get("change_gate"):
+            raise ModelError(
+                f"'{self.name}' with vision: PATH reads pixels, and change_gate gates cached grid "
+                "features: leave change_gate out of a recipe that names vision: PATH"
+            )
         if "before_images" not in batch:
             raise ModelError(
                 "'clip4idc' with vision: PATH reads images (before_images / after_images, "

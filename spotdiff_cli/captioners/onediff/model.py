@@ -164,6 +164,11 @@ class OneDiffCaptioner(GradientCaptioner):
                         f"batch has {got}: set level_channels for the backbone the cache was made with"
                     )
             return super()._prepare(batch)
+        if self.config.get("change_gate"):
+            raise ModelError(
+                f"'{self.name}' with vision: PATH reads pixels, and change_gate gates cached grid "
+                "features: leave change_gate out of a recipe that names vision: PATH"
+            )
         if "before_images" not in batch:
             raise ModelError(
                 "'onediff' with vision: PATH reads images (before_images / after_images, "
@@ -375,7 +380,7 @@ class OneDiffCaptioner(GradientCaptioner):
         cached = self._analysis_cache
         if cached is not None and cached[0] is analysis:
             return cached[1]
-        from ..features import backbone_features, get_backbone, resize_for_backbone
+        from ..features import backbone_features, cluster_tensors, get_backbone, resize_for_backbone
 
         images = [analysis.pair.before.pixels, analysis.pair.after.pixels]
         device = str(self.device)
@@ -409,12 +414,14 @@ class OneDiffCaptioner(GradientCaptioner):
             for name, value in maps.items():
                 key = "" if name == "grid" else f"_{name}"
                 inputs[f"before{key}"], inputs[f"after{key}"] = value[:1], value[1:]
+        # The clusters on the final grid (the change gate reads them; collate's shapes).
+        grid = (int(self.config["grid"][0]), int(self.config["grid"][1]))
         batch = {
             **inputs,
+            **cluster_tensors(analysis, grid),
             "tokens": torch.full((1, 1, 2), PAD, dtype=torch.long),
             "sentence_valid": torch.zeros((1, 1), dtype=torch.bool),
             "pair_ids": [analysis.pair.before.source],
-            "cluster_ids": [[]],
         }
         self._analysis_cache = (analysis, batch)
         return batch
