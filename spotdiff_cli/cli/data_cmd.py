@@ -1,4 +1,4 @@
-"""``spotdiff data synth|clevr|stats|prepare|sprites``: build, inspect and preprocess datasets."""
+"""``spotdiff data synth|clevr|stats|prepare|sprites|mix``: build, inspect and preprocess datasets."""
 
 from __future__ import annotations
 
@@ -306,3 +306,28 @@ def sprites(
         stop=stop,
     )
     render.print_line(f"wrote {count} {kind} sprite(s) and {background}")
+
+
+@data_app.command("mix")
+@errors_to_exit
+def mix(
+    out: Path = typer.Argument(..., help="Folder for the mixed dataset's <split>.jsonl files."),
+    sources: list[Path] = typer.Argument(..., help="Two or more dataset folders, any format."),
+    split: Optional[list[str]] = typer.Option(
+        None, "--split", help="Split(s) to mix; repeat the flag. \\[default: every split found]"
+    ),
+    overwrite: bool = typer.Option(
+        False, "--overwrite", help="Replace split files already in OUT."
+    ),
+) -> None:
+    """One dataset from several: lists every pair of each source (images stay in place, ids get
+    the source folder's name), so one model trains on all of them; then run `spotdiff data prepare OUT`."""
+    from ..data.mix import mix_datasets
+    from . import render
+
+    summary = mix_datasets(out, sources, split or None, overwrite)
+    for name, parts in summary.counts.items():
+        detail = ", ".join(f"{source} {n}" for source, n in parts.items())
+        render.print_line(
+            f"{name}: {sum(parts.values())} pairs ({detail}) -> {out / (name + '.jsonl')}"
+        )

@@ -14,7 +14,9 @@ change types, a distractor tag and gold boxes). Formats:
 * ``image-editing-request`` - ``<split>.json`` (``valid`` for ``val``): a list of
   ``{img0, img1, sents}``; images in ``images/`` or next to the JSON.
 * ``jsonl`` - ``<split>.jsonl``: one ``{before, after, sentences}`` per line, paths relative to
-  the file: the format for a user's own data.
+  the file: the format for a user's own data. Optional keys: ``id``, ``annotations`` (one
+  sentence list per annotator, instead of ``sentences``), ``change_types``, ``distractor``,
+  ``gold`` and ``image_size``, what ``spotdiff data mix`` writes.
 
 Errors are ``DataError`` naming the file, the entry and the fix. With ``require_images=False`` a
 reader needs only the annotations (what ``spotdiff eval --predictions`` uses).
@@ -475,17 +477,37 @@ def read_jsonl(root: Path, split: str, require_images: bool = True) -> Dataset:
             raise DataError(
                 f"{source}: line {line_no}: malformed JSON ({exc.msg}); one object per line"
             ) from exc
-        if not isinstance(item, dict) or not {"before", "after", "sentences"} <= set(item):
-            raise DataError(f"{source}: line {line_no} must have 'before', 'after' and 'sentences'")
-        sentences = _sentences(item["sentences"], source, f"line {line_no}", "sentences")
+        if (
+            not isinstance(item, dict)
+            or not {"before", "after"} <= set(item)
+            or not ({"sentences", "annotations"} & set(item))
+        ):
+            raise DataError(
+                f"{source}: line {line_no} must have 'before', 'after' and 'sentences' "
+                "(or 'annotations', one list of sentences per annotator)"
+            )
+        entry = f"line {line_no}"
+        if "annotations" in item:
+            if not isinstance(item["annotations"], list) or not item["annotations"]:
+                raise DataError(
+                    f"{source}: {entry}: 'annotations' must be a non-empty list of sentence lists"
+                )
+            annotations = tuple(
+                _sentences(a, source, entry, "annotations") for a in item["annotations"]
+            )
+        else:
+            annotations = (_sentences(item["sentences"], source, entry, "sentences"),)
+        size = item.get("image_size")
         pairs.append(
             DatasetPair(
                 id=str(item.get("id", line_no)),
                 before=(source.parent / str(item["before"])),
                 after=(source.parent / str(item["after"])),
-                annotations=(sentences,),
+                annotations=annotations,
                 change_types=tuple(item.get("change_types", ())),
                 distractor=item.get("distractor"),
+                gold=tuple(item.get("gold", ())),
+                image_size=(int(size[0]), int(size[1])) if size else None,
             )
         )
     result = _non_empty(pairs, source, split)
