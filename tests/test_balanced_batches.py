@@ -44,11 +44,16 @@ def test_the_default_recipes_of_collapsing_families_pick_and_batch_by_changes(
     assert config.balance_changes, path.name
 
 
-def test_the_shipped_duda_recipe_still_trains_as_its_weights_were() -> None:
+def test_the_change_gated_shipped_recipes_balance_and_gate() -> None:
+    """The recipes of the change-gated shipped weights (weights/README.md) train as those were:
+    the mix, balanced batches, best.pt by balanced/CIDEr, both grids through the change mask."""
     from spotdiff_cli.train.recipes import RECIPES_DIR, load_recipe
 
-    config = load_recipe(RECIPES_DIR / "duda-real.yaml")
-    assert config.val_metric == "CIDEr" and not config.balance_changes
+    for name in ("duda", "duda-aux", "onediff"):
+        config = load_recipe(RECIPES_DIR / f"{name}-real.yaml")
+        assert config.data == "runs/mixed" and config.balance_changes, name
+        assert config.val_metric == "balanced/CIDEr", name
+        assert config.model_config["change_gate"] == "focus", name
 
 
 def test_the_loop_balances_every_batch_while_both_kinds_last(
