@@ -302,3 +302,37 @@ def test_tiny_recipe_trains_captions_and_scores_through_the_console_script(
     assert "Retrieval R@1" in scored.stdout and "among 6 pairs" in scored.stdout
     results = json.loads((tmp_path / "eval" / "results.json").read_text())
     assert 0.0 <= results["retrieval"]["reference R@1"] <= 1.0
+
+
+def test_a_frozen_text_tower_stays_out_of_the_checkpoint_and_comes_back(tmp_path: Path) -> None:
+    """A published text tower that did not train (MiniLM: 90 MB) is not stored: the checkpoint
+    records where it came from and loading takes it back from there; what trained is stored."""
+    from transformers import BertConfig, BertModel
+
+    from spotdiff_cli.captioners.checkpoint import load_checkpoint, read_checkpoint
+
+    folder = tmp_path / "bert"
+    ids = word_tokenizer(folder, [w for s in SENTENCES for w in s.split()])
+    config = BertConfig(
+        vocab_size=len(ids),
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+    )
+    BertModel(config).save_pretrained(folder)
+    vocab = make_vocab()
+    torch.manual_seed(0)
+    model = create_model(
+        "clip4idc", vocab=vocab, channels=1280, grid=(7, 7), tiny=True, text=str(folder)
+    )
+    for name, parameter in model.named_parameters():
+        if name.startswith("text."):
+            parameter.requires_grad_(False)
+    data = read_checkpoint(save_checkpoint(tmp_path / "c4.pt", model))
+    assert data["from_folders"] == {"text.": str(folder)}
+    assert not any(k.startswith("text.") for k in data["state_dict"])
+    assert any(k.startswith("text_proj.") for k in data["state_dict"]), "it trained: stored"
+    loaded, _ = load_checkpoint(tmp_path / "c4.pt", "cpu", model="clip4idc")
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key

