@@ -240,12 +240,10 @@ def test_minilm_from_its_wheel_embeds_sentences_by_meaning(tmp_path: Path) -> No
     assert float(e[0] @ e[1]) > float(e[0] @ e[2]) + 0.1
 
 
-def test_a_checkpoint_whose_text_folder_is_gone_fails_in_one_line(tmp_path: Path) -> None:
-    """`spotdiff caption` with a clip4idc checkpoint that names a local text encoder folder
-    which no longer exists: one line naming the folder, a non-zero exit, no traceback."""
+def tiny_bert_folder(folder: Path) -> Path:
+    """A 1-layer, 16-wide BERT saved with its word tokenizer: a stand-in for a published tower."""
     from transformers import BertConfig, BertModel
 
-    folder = tmp_path / "bert"
     ids = word_tokenizer(folder, [w for s in SENTENCES for w in s.split()])
     config = BertConfig(
         vocab_size=len(ids),
@@ -255,6 +253,14 @@ def test_a_checkpoint_whose_text_folder_is_gone_fails_in_one_line(tmp_path: Path
         intermediate_size=32,
     )
     BertModel(config).save_pretrained(folder)
+    return folder
+
+
+def test_a_checkpoint_whose_text_folder_is_gone_fails_in_one_line(tmp_path: Path) -> None:
+    """`spotdiff caption` with a clip4idc checkpoint that names a local text encoder folder
+    which no longer exists: one line naming the folder, a non-zero exit, no traceback."""
+
+    folder = tiny_bert_folder(tmp_path / "bert")
     vocab = make_vocab()
     torch.manual_seed(0)
     model = create_model(
@@ -307,20 +313,10 @@ def test_tiny_recipe_trains_captions_and_scores_through_the_console_script(
 def test_a_frozen_text_tower_stays_out_of_the_checkpoint_and_comes_back(tmp_path: Path) -> None:
     """A published text tower that did not train (MiniLM: 90 MB) is not stored: the checkpoint
     records where it came from and loading takes it back from there; what trained is stored."""
-    from transformers import BertConfig, BertModel
 
     from spotdiff_cli.captioners.checkpoint import load_checkpoint, read_checkpoint
 
-    folder = tmp_path / "bert"
-    ids = word_tokenizer(folder, [w for s in SENTENCES for w in s.split()])
-    config = BertConfig(
-        vocab_size=len(ids),
-        hidden_size=16,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        intermediate_size=32,
-    )
-    BertModel(config).save_pretrained(folder)
+    folder = tiny_bert_folder(tmp_path / "bert")
     vocab = make_vocab()
     torch.manual_seed(0)
     model = create_model(
