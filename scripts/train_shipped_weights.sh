@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Re-create the shipped captioner weights (weights/ddla-real.pt, capt-real.pt, duda-real.pt,
-# duda-aux-real.pt, onediff-real.pt, clip4idc-real.pt).
+# duda-aux-real.pt, onediff-real.pt, clip4idc-real.pt, idc-pcl-real.pt).
 #
 # Training data: the synthetic benchmark mixed with real-pixel composites: object sprites and an
 # empty background cut from the two CC BY 4.0 Intel clips ("Sample videos from
@@ -20,7 +20,7 @@ MEDIA=${1:-../shared/media}
 WORK=runs/shipped  # the recipes' data and init_from point here
 SPOTDIFF=${SPOTDIFF:-.venv/bin/spotdiff}
 PYTHON=${PYTHON:-.venv/bin/python}
-MODELS=${MODELS:-ddla capt duda duda-aux onediff clip4idc}  # idc-pcl has a recipe too; its runs did not ship
+MODELS=${MODELS:-ddla capt duda duda-aux onediff clip4idc idc-pcl}
 
 # 1. Sprites and empty backgrounds from the training part of each CC BY clip. --every: the
 #    cutter keeps one sprite per still object, so sparser samples give more distinct poses.

@@ -49,7 +49,7 @@ def test_the_change_gated_shipped_recipes_balance_and_gate() -> None:
     the mix, balanced batches, best.pt by balanced/CIDEr, both grids through the change mask."""
     from spotdiff_cli.train.recipes import RECIPES_DIR, load_recipe
 
-    for name in ("duda", "duda-aux", "onediff", "clip4idc"):
+    for name in ("duda", "duda-aux", "onediff", "clip4idc", "idc-pcl"):
         config = load_recipe(RECIPES_DIR / f"{name}-real.yaml")
         assert config.data == "runs/mixed" and config.balance_changes, name
         assert config.val_metric == "balanced/CIDEr", name
