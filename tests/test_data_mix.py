@@ -107,5 +107,8 @@ def test_data_mix_console_script(tmp_path: Path, two_sources: tuple[Path, Path])
     assert (
         "exists; pass --overwrite" in again.stderr and len(again.stderr.strip().splitlines()) == 1
     )
+    banana = run_spotdiff("data", "mix", tmp_path / "m3", *two_sources, "--split", "banana")
+    assert banana.returncode != 0 and "no source has a 'banana' split" in banana.stderr
+    assert not (tmp_path / "m3").exists()
     lonely = run_spotdiff("data", "mix", tmp_path / "m2", two_sources[0])
     assert lonely.returncode != 0 and "at least two" in lonely.stderr

@@ -234,6 +234,11 @@ class TextEncoder(nn.Module):
                 "save_pretrained: a fast tokenizer writes it)"
             )
         kind = "clip" if str(config.get("model_type", "")).startswith("clip") else "bert"
+        from transformers.utils import logging as hf_logging
+
+        # Its "Loading weights" bar would land on every `spotdiff caption --model clip4idc`'s
+        # stderr: a local folder loads in a second, and spotdiff draws its own progress.
+        hf_logging.disable_progress_bar()
         try:
             if kind == "clip":
                 from transformers import CLIPConfig, CLIPTextConfig, CLIPTextModelWithProjection

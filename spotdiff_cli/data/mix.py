@@ -77,11 +77,13 @@ def mix_datasets(
             f"two sources share the folder name {next(n for n in names if names.count(n) > 1)!r}: "
             "ids would collide; rename or link one of them"
         )
-    wanted = (
-        list(splits)
-        if splits
-        else [s for s in SPLITS if any(s in available_splits(r) for r in roots)]
-    )
+    found = [s for s in SPLITS if any(s in available_splits(r) for r in roots)]
+    unknown = [s for s in splits or () if s not in found]
+    if unknown:
+        raise UsageError(
+            f"no source has a '{unknown[0]}' split; choose from {', '.join(found) or 'none found'}"
+        )
+    wanted = list(splits) if splits else found
     if not wanted:
         raise DataError(f"none of {', '.join(map(str, roots))} has a train, val or test split")
     if not overwrite:
