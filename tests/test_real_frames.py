@@ -83,36 +83,40 @@ KNOWN_WRONG: dict[tuple[str, str, int, int], str] = {
     "right side of the image was moved at the left side of'",
     ("ddla", ROOM, 900, 1020): "reads the woman who walks in as moved: 'the person in black is "
     "in a different spot'",
-    ("duda", LOT, 300, 330): "reads the arriving car as leaving: 'the silver car is no longer near "
-    "the left side'",
-    (
-        "duda",
-        ROOM,
-        900,
-        1020,
-    ): "reads the woman who walks in as leaving: 'the person in black is no "
-    "longer near the right side of the image'",
-    ("duda", ROOM, 1230, 1290): "reads the man who walks in as leaving: 'the person in black is no "
-    "longer near the left side of the image'",
-    ("duda-aux", LOT, 300, 330): "reads the arriving car as leaving: 'the silver car is no longer "
-    "in the right side of the image'",
-    ("duda-aux", ROOM, 900, 1020): "reads the woman who walks in as leaving: 'the person wearing "
-    "black is no longer near the left side of the image'",
-    ("duda-aux", ROOM, 1230, 1290): "reads the man who walks in as leaving: 'the person wearing "
-    "black is no longer at the left side of the image'",
-    ("clip4idc", LOT, 300, 330): "reads the arriving car as leaving: 'the silver car that was near "
-    "the right side is missing'",
-    ("clip4idc", ROOM, 900, 1020): "reads the woman who walks in as leaving: 'the person in black "
-    "is no longer at the right side of the image'",
-    ("clip4idc", ROOM, 1230, 1290): "reads the man who walks in as leaving: 'the person in black "
-    "is no longer at the right side of the image'",
-    ("idc-pcl", LOT, 300, 330): "reads the arriving car as leaving: 'the silver car is no longer "
-    "in the left side'",
-    ("idc-pcl", ROOM, 900, 1020): "reads the woman who walks in as leaving: 'the person in black "
-    "is no longer at the right side'",
-    ("idc-pcl", ROOM, 1230, 1290): "reads the man who walks in as leaving: 'the person in black "
-    "is no longer at the right side'",
 }
+
+# The change-gated weights' one failure: each arrival of the held-out pairs (the car, the woman,
+# the man) told as a departure. Model -> what it writes for the three, in that order.
+ARRIVALS_TOLD_AS_DEPARTURES: dict[str, tuple[str, str, str]] = {
+    "duda": (
+        "the silver car is no longer near the left side",
+        "the person in black is no longer near the right side of the image",
+        "the person in black is no longer near the left side of the image",
+    ),
+    "duda-aux": (
+        "the silver car is no longer in the right side of the image",
+        "the person wearing black is no longer near the left side of the image",
+        "the person wearing black is no longer at the left side of the image",
+    ),
+    "clip4idc": (
+        "the silver car that was near the right side is missing",
+        "the person in black is no longer at the right side of the image",
+        "the person in black is no longer at the right side of the image",
+    ),
+    "idc-pcl": (
+        "the silver car is no longer in the left side",
+        "the person in black is no longer at the right side",
+        "the person in black is no longer at the right side",
+    ),
+}
+ARRIVALS = (
+    (LOT, 300, 330, "the arriving car"),
+    (ROOM, 900, 1020, "the woman who walks in"),
+    (ROOM, 1230, 1290, "the man who walks in"),
+)
+for _model, _sentences in ARRIVALS_TOLD_AS_DEPARTURES.items():
+    for (_clip, _a, _b, _who), _said in zip(ARRIVALS, _sentences):
+        KNOWN_WRONG[(_model, _clip, _a, _b)] = f"reads {_who} as leaving: '{_said}'"
 
 
 def _cases() -> list:
