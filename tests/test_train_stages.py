@@ -441,20 +441,14 @@ def test_every_shipped_recipe_loads() -> None:
 
 
 def _staged_worker(rank: int, world: int, port: int, bench: str, out: str) -> None:
-    """A torchrun-like process training the staged recipe of the test below."""
-    import os
-    import sys
+    """A torchrun process training the staged recipe of the test below."""
+    from test_distributed import enter_torchrun_process, leave_like_the_console_script
 
-    os.environ.update(
-        RANK=str(rank), WORLD_SIZE=str(world), LOCAL_RANK=str(rank), MASTER_ADDR="127.0.0.1"
-    )
-    os.environ["MASTER_PORT"] = str(port)
-    tests = str(Path(__file__).resolve().parent)
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
+    enter_torchrun_process(rank, world, port)
     from spotdiff_cli.train.loop import train
 
     train(tiny_config(Path(bench), stages=_STAGES), out)
+    leave_like_the_console_script()
 
 
 _STAGES = [{"epochs": 1, "freeze": ["rnn.*", "embed.*"]}, {"epochs": 1, "lr": 3e-3}]
@@ -466,16 +460,14 @@ def test_two_processes_follow_the_stages_as_one(
 ) -> None:
     """Under DDP, a stage that freezes parameters re-wraps the model: two gloo processes train
     the same staged run as one process."""
-    import torch.multiprocessing as mp
-    from test_distributed import _free_port
+    from test_distributed import spawn_like_torchrun
 
     from spotdiff_cli.train.loop import train
 
     for var in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
         monkeypatch.delenv(var, raising=False)
     single = train(tiny_config(bench, stages=_STAGES), tmp_path / "one")
-    args = (2, _free_port(), str(bench), str(tmp_path / "two"))
-    mp.spawn(_staged_worker, args=args, nprocs=2, join=True)
+    spawn_like_torchrun(_staged_worker, (str(bench), str(tmp_path / "two")))
     one, two = weights_of(single.last_path), weights_of(tmp_path / "two" / "last.pt")
     for key in one:
         assert torch.allclose(one[key], two[key], atol=1e-5, rtol=1e-4), key
