@@ -18,7 +18,7 @@ test, trained on procedural scenes only, failed it on every model they had.
 from __future__ import annotations
 
 import pytest
-from conftest import video_frame
+from conftest import media, video_frame
 
 from spotdiff_cli.config import CaptionConfig
 from spotdiff_cli.describer import PairDescriber
@@ -52,16 +52,19 @@ def repetition(sentence: str) -> str | None:
     return None
 
 
-def problems(sentences: list[str], change: str, noun: str) -> list[str]:
-    """Everything wrong with a model's sentences for a pair whose truth is (change, noun)."""
+def problems(sentences: list[str], change: str, noun: str | tuple[str, ...] | None) -> list[str]:
+    """Everything wrong with a model's sentences for a pair whose truth is (change, noun).
+    ``noun``: the object, any of several (several things changed alike), or None where no noun
+    is fair (a speech bubble pasted on a photo): then only the kind of change is judged."""
     if not sentences:
         return ["no sentence"]
     found = []
     reading = lexicon.read(sentences[0])
     if reading.type != change:
         found.append(f"change type {reading.type}, not {change}")
-    if not lexicon.noun_matches(reading.noun, noun):
-        found.append(f"object {reading.noun}, not {noun}")
+    nouns = (noun,) if isinstance(noun, str) else noun or ()
+    if nouns and not any(lexicon.noun_matches(reading.noun, n) for n in nouns):
+        found.append(f"object {reading.noun}, not {' or '.join(nouns)}")
     found += [f"repeats {r}" for r in map(repetition, sentences) if r]
     return found
 
@@ -74,6 +77,13 @@ def test_the_judge_catches_what_the_old_weights_wrote() -> None:
     assert problems(["the person in black is in a different spot"], "add", "person")
     assert not problems(["a white car has appeared at the top left"], "add", "car")
     assert not problems(["the man in grey has left the room"], "drop", "person")
+    # several things moved: any of them may be named; no fair noun: only the change is judged
+    assert not problems(
+        ["the person on the bicycle moved right"], "move", ("car", "bicycle", "person")
+    )
+    assert problems(["the silver car is missing"], "move", ("car", "bicycle", "person"))
+    assert not problems(["a speech bubble was added"], "add", None)
+    assert problems(["the scene is the same as before"], "add", None)
 
 
 # (model, clip, before, after) -> what the shipped weights get wrong there, as measured when they
@@ -138,6 +148,12 @@ def describers() -> dict[str, PairDescriber]:
     return {}
 
 
+def _sentences(describers: dict[str, PairDescriber], model: str, before, after) -> list[str]:
+    if model not in describers:
+        describers[model] = PairDescriber(None, CaptionConfig(model=model, device="cpu"))
+    return [s.text for s in describers[model].describe(before, after).sentences]
+
+
 @pytest.mark.parametrize("model,clip,a,b,change,noun", _cases())
 def test_shipped_weights_name_the_change_and_the_object_on_held_out_real_frames(
     describers: dict[str, PairDescriber],
@@ -149,8 +165,85 @@ def test_shipped_weights_name_the_change_and_the_object_on_held_out_real_frames(
     noun: str,
 ) -> None:
     before, after = video_frame(clip, a), video_frame(clip, b)  # skips without ../shared/media
-    if model not in describers:
-        describers[model] = PairDescriber(None, CaptionConfig(model=model, device="cpu"))
-    texts = [s.text for s in describers[model].describe(before, after).sentences]
+    texts = _sentences(describers, model, before, after)
     wrong = problems(texts, change, noun)
     assert not wrong, f"{model} on {clip} {a}->{b}: {texts} ({'; '.join(wrong)})"
+
+
+# Pairs from cameras none of the shipped weights saw any frame of (benchmarks/annotations/
+# real_pairs.json, 'held_out'): the Intel GIF's car park, where a car, a cyclist and a pedestrian
+# all move between frames 0 and 40, and the tiger photo with a speech bubble pasted on it (an
+# addition; no noun is fair). (name, before, after, change type, object or None)
+GIF = "intel_person-bicycle-car-detection.gif"
+OTHER_FOOTAGE = [
+    ("gif", (GIF, 0), (GIF, 40), "move", ("car", "bicycle", "person")),
+    ("tiger", ("odiff_tiger.jpg", None), ("odiff_tiger-2.jpg", None), "add", None),
+]
+# What the shipped weights write there, as measured on 2026-11-26 (strict: a pair that starts
+# passing must come off the list). Every model reads the GIF's moves as a departure; only
+# idc-pcl names the tiger's change as an addition (of "a new red matte cylinder").
+# Model -> (its sentence for the GIF, for the tiger, or None where it passes).
+OTHER_FOOTAGE_SAID: dict[str, tuple[str, str | None]] = {
+    "ddla": (
+        "the silver car that was near the middle of the image is missing",
+        "a right is a right side right is right is",
+    ),
+    "capt": (
+        "the silver car that was at the middle of the image is missing",
+        "the car is in the right",
+    ),
+    "duda": (
+        "the red car is no longer near the left side of the image",
+        "the small gray metal cylinder changed its texture",
+    ),
+    "duda-aux": (
+        "the red car is no longer in the left side of the image",
+        "the small gray metal cylinder changed its color to yellow",
+    ),
+    "onediff": (
+        "the person in black is no longer in the left side",
+        "the blue car is no longer at the right side",
+    ),
+    "clip4idc": (
+        "the silver car that was near the right side is missing",
+        "the scene is the same as before",
+    ),
+    "idc-pcl": ("the silver car is no longer in the right side", None),
+}
+
+
+def _image(source: tuple[str, int | None]):
+    """A frame of a clip, or a photo when the index is None, as (H, W, 3) uint8 RGB."""
+    import cv2
+
+    name, index = source
+    if index is not None:
+        return video_frame(name, index)
+    return cv2.cvtColor(cv2.imread(str(media(name))), cv2.COLOR_BGR2RGB)
+
+
+def _other_cases() -> list:
+    cases = []
+    for model in SHIPPED:
+        for name, before, after, change, noun in OTHER_FOOTAGE:
+            said = dict(zip(("gif", "tiger"), OTHER_FOOTAGE_SAID[model]))[name]
+            why = f"writes '{said}'" if said else None
+            marks = [pytest.mark.xfail(reason=why, strict=True)] if why else []
+            cases.append(
+                pytest.param(model, before, after, change, noun, marks=marks, id=f"{model}-{name}")
+            )
+    return cases
+
+
+@pytest.mark.parametrize("model,before,after,change,noun", _other_cases())
+def test_shipped_weights_on_cameras_they_never_saw(
+    describers: dict[str, PairDescriber],
+    model: str,
+    before: tuple[str, int | None],
+    after: tuple[str, int | None],
+    change: str,
+    noun: tuple[str, ...] | None,
+) -> None:
+    texts = _sentences(describers, model, _image(before), _image(after))
+    wrong = problems(texts, change, noun)
+    assert not wrong, f"{model} on {before[0]}: {texts} ({'; '.join(wrong)})"
