@@ -108,6 +108,42 @@ def test_loss_is_caption_plus_the_regularisers() -> None:
     assert model.speaker.choose.weight.grad is not None
 
 
+def test_direction_labels_are_arrivals_departures_or_unknown() -> None:
+    from spotdiff_cli.captioners.features import change_direction
+
+    assert change_direction(["appear"]) == change_direction(("add", "appear")) == 1
+    assert change_direction(["disappear", "drop"]) == 0
+    for mixed in ([], ["move"], ["appear", "disappear"], ["distractor"], ["colour", "appear"]):
+        assert change_direction(mixed) == -1, mixed
+
+
+def test_the_direction_objective_reads_the_speakers_fused_feature() -> None:
+    """direction_weight > 0 adds a linear head on v and a cross-entropy over the pairs whose
+    direction is known; off (the default), the model has exactly the parameters it had."""
+    vocab = make_vocab()
+    batch = make_batch(vocab)
+    plain = build("duda", vocab)
+    assert plain.direction_head is None and "direction" not in plain.loss(batch)["losses"]
+    assert not any(k.startswith("direction") for k in plain.state_dict())
+    model = build("duda", vocab, direction_weight=0.5, attention_l1=0.0, entropy_weight=0.0)
+    b = batch["before"].shape[0]
+    labels = torch.tensor([1, 0] + [-1] * (b - 2))
+    out = model.eval().loss({**batch, "direction": labels})
+    parts = out["losses"]
+    assert torch.allclose(out["loss"], parts["caption"] + 0.5 * parts["direction"])
+    with torch.no_grad():  # the same value by hand, on the first two pairs only
+        attended = model.attend(model._prepare(batch))
+        features = torch.stack([attended.l_bef, attended.l_aft - attended.l_bef, attended.l_aft], 1)
+        logits = model.direction_head(torch.relu(model.speaker.fuse(features.flatten(1))))
+        expected = torch.nn.functional.cross_entropy(logits[:2], labels[:2])
+    assert torch.allclose(parts["direction"], expected, atol=1e-6)
+    unknown = model.loss({**batch, "direction": torch.full((b,), -1)})["losses"]["direction"]
+    assert float(unknown) == 0.0
+    model.train().loss({**batch, "direction": labels})["loss"].backward()
+    assert model.direction_head.weight.grad is not None
+    assert model.speaker.fuse.weight.grad is not None  # the head shapes what the speaker reads
+
+
 def test_settings_are_checked() -> None:
     vocab = make_vocab()
     with pytest.raises(ModelError, match="did you mean 'hidden_size'"):

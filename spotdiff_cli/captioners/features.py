@@ -300,7 +300,8 @@ class PairInputs:
     normalised prior features g(z). cluster_ids: (K,) analysis ids. annotations: sentences per
     annotator. gold: per annotator, per sentence, the gold cluster index (or -1); empty when unknown.
     levels: multi-level backbone maps by name (``s8``, ``s16``, ``s32``): (before, after), each
-    (C_s, h_s, w_s); empty unless the feature cache was made with levels.
+    (C_s, h_s, w_s); empty unless the feature cache was made with levels. change_types: the
+    dataset's kinds of change ("appear", "drop", ...), empty where it does not say.
     """
 
     id: str
@@ -312,6 +313,7 @@ class PairInputs:
     annotations: tuple[tuple[str, ...], ...]
     gold: tuple[tuple[int, ...], ...] = ()
     levels: dict[str, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    change_types: tuple[str, ...] = ()
 
     @property
     def references(self) -> list[str]:
@@ -425,7 +427,22 @@ def collate(
         "references": [p.references for p in pairs],
         "descriptions": [p.descriptions for p in pairs],
         "cluster_ids": [list(p.cluster_ids) for p in pairs],
+        "direction": torch.tensor([change_direction(p.change_types) for p in pairs]),
     }
+
+
+ARRIVALS, DEPARTURES = frozenset({"appear", "add"}), frozenset({"disappear", "drop"})
+
+
+def change_direction(change_types: Sequence[str]) -> int:
+    """1 when every change of a pair is an arrival, 0 when every one is a departure, else -1 (a
+    move, a colour, mixed kinds, no change, or not known): the label of a direction objective."""
+    kinds = set(change_types)
+    if kinds and kinds <= ARRIVALS:
+        return 1
+    if kinds and kinds <= DEPARTURES:
+        return 0
+    return -1
 
 
 def move_batch(batch: Batch, device: Any) -> Batch:

@@ -252,6 +252,7 @@ def load_training_data(
                 annotations=pair.annotations,
                 gold=gold,
                 levels=pair_levels,
+                change_types=tuple(pair.change_types),
             )
         )
         examples.extend(

@@ -35,6 +35,9 @@ _DEFAULTS: dict[str, Any] = {
     "attention_l1": 2.5e-3,  # L1 on the attention maps (released train.py)
     "entropy_weight": 0.0,  # − weight × entropy of the speaker's α (released flag, default 0)
     "repetition_guard": 3,  # decoding: no word twice in a row, no 3-gram twice
+    # Not in the paper (issue 24): weight of a cross-entropy that the fused feature v the speaker
+    # reads tells an arrival from a departure (batch "direction"); 0 = off, no extra parameters.
+    "direction_weight": 0.0,
 }
 # duda-aux's auxiliary network and loss (aux.py's docstring says why each value).
 _AUX_DEFAULTS: dict[str, Any] = {
@@ -78,7 +81,7 @@ FAMILY = LearnedFamily(
     "duda",
     default_config,
     # Added after the first checkpoints; a config without it reads as the behaviour of that time.
-    later=("repetition_guard",),
+    later=("repetition_guard", "direction_weight"),
 )
 
 

@@ -287,6 +287,11 @@ class DUDACaptioner(GradientCaptioner):
             int(c["hidden_size"]),
             float(c["dropout"]),
         )
+        # arrival vs departure read linearly off v (DUDACaptioner.direction_loss); only when asked,
+        # so checkpoints without it load as they were saved
+        self.direction_head = (
+            nn.Linear(int(c["fusion_size"]), 2) if float(c.get("direction_weight", 0)) else None
+        )
 
     def grids(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """(before, after) (B, D, h, w) of a prepared batch as the model reads them: float, with
@@ -326,10 +331,31 @@ class DUDACaptioner(GradientCaptioner):
 
     def loss(self, batch: Batch) -> dict[str, Any]:
         """Caption NLL per target token + attention_l1 × L1 − entropy_weight × H (module
-        docstring); ``nll`` is the caption NLL alone (perplexity)."""
+        docstring), + direction_weight × the direction loss when set; ``nll`` is the caption
+        NLL alone (perplexity)."""
         batch = self._prepare(batch)
         rows, tokens = self._targets(batch)
-        return self.loss_output(self.caption_terms(self.attend(batch), rows, tokens))
+        attended = self.attend(batch)
+        others = {}
+        if self.direction_head is not None:
+            weight = float(self.config["direction_weight"])
+            others["direction"] = (weight, self.direction_loss(attended, batch["direction"]))
+        return self.loss_output(self.caption_terms(attended, rows, tokens), **others)
+
+    def direction_loss(self, attended: Attended, direction: Tensor) -> Tensor:
+        """Cross-entropy of arrival (1) vs departure (0) from the fused feature v the speaker's
+        attention LSTM reads (without its dropout), over the pairs whose ``direction`` (B,) is
+        known (>= 0); 0 when none is. Why: a linear probe on the gated grids tells the two apart
+        on real frames (docs/results.md) while the speaker, trained on captions alone, reads
+        every real arrival as a departure; this asks v itself to carry the difference."""
+        known = direction >= 0
+        if not bool(known.any()):
+            return attended.l_bef.new_zeros(())
+        features = torch.stack(
+            [attended.l_bef, attended.l_aft - attended.l_bef, attended.l_aft], dim=1
+        )[known]
+        fused = torch.relu(self.speaker.fuse(features.flatten(1)))  # (N, fusion_size)
+        return nn.functional.cross_entropy(self.direction_head(fused), direction[known])
 
     def loss_output(
         self, terms: CaptionTerms, caption_weight: float = 1.0, **others: tuple[float, Tensor]
