@@ -28,12 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from check_real_pairs import frame  # noqa: E402
 
-from spotdiff_cli.captioners.features import project_masks  # noqa: E402
+from spotdiff_cli.captioners.features import change_direction, project_masks  # noqa: E402
 from spotdiff_cli.config import CaptionConfig  # noqa: E402
 from spotdiff_cli.data.cache import cluster_masks, load_analysis  # noqa: E402
 from spotdiff_cli.describer import PairDescriber  # noqa: E402
-
-APPEAR, DISAPPEAR = (["appear"], ["add"]), (["disappear"], ["drop"])
 
 
 def pooled(before: np.ndarray, after: np.ndarray, mask: np.ndarray) -> np.ndarray:
@@ -53,8 +51,9 @@ def training_rows(root: Path, split: str, grid: str) -> tuple[np.ndarray, np.nda
     inputs, labels = [], []
     for line in (root / f"{split}.jsonl").read_text().splitlines():
         entry = json.loads(line)
-        types = list(entry.get("change_types", []))
-        if types not in APPEAR + DISAPPEAR:
+        types = entry.get("change_types", [])
+        direction = change_direction(types)  # the label duda's direction_weight trains on
+        if len(types) != 1 or direction < 0:
             continue
         analysis = load_analysis(root, split, entry["id"])
         if len(analysis["ids"]) == 0:
@@ -63,7 +62,7 @@ def training_rows(root: Path, split: str, grid: str) -> tuple[np.ndarray, np.nda
         h, w = before.shape[-2:]
         mask = project_masks(cluster_masks(analysis, analysis["ids"]), (h, w)).max(0)
         inputs.append(pooled(before[row].astype(np.float32), after[row].astype(np.float32), mask))
-        labels.append(int(types in APPEAR))
+        labels.append(direction)
     return np.array(inputs), np.array(labels)
 
 

@@ -178,12 +178,16 @@ class DynamicSpeaker(nn.Module):
         """
         e = self.embed.embedding_dim
         features = torch.stack([l_bef, l_aft - l_bef, l_aft], dim=1)  # (N, 3, D)
-        fused = self.drop(torch.relu(self.fuse(features.flatten(1))))  # (N, E)
+        fused = self.drop(self.fused(features))  # (N, E)
         att_in = self.att_lstm.weight_ih[:, : fused.shape[-1]]
         att_fixed = fused @ att_in.T + self.att_lstm.bias_ih + self.att_lstm.bias_hh
         cap_features = features @ self.cap_lstm.weight_ih[:, e:].T  # (N, 3, 4H)
         zeros = l_bef.new_zeros(l_bef.shape[0], self.hidden_size)
         return (zeros, zeros, zeros, zeros, cap_features, att_fixed)
+
+    def fused(self, features: Tensor) -> Tensor:
+        """v = ReLU(W [l_bef; l_diff; l_aft]) before dropout. features: (N, 3, D) -> (N, E)."""
+        return torch.relu(self.fuse(features.flatten(1)))
 
     def step(self, words: Tensor, state: SpeakerState) -> tuple[Tensor, SpeakerState, Tensor]:
         """One word. words: (N,) int64 -> (log_probs (N, V), next state, weights α (N, 3))."""
@@ -354,8 +358,8 @@ class DUDACaptioner(GradientCaptioner):
         features = torch.stack(
             [attended.l_bef, attended.l_aft - attended.l_bef, attended.l_aft], dim=1
         )[known]
-        fused = torch.relu(self.speaker.fuse(features.flatten(1)))  # (N, fusion_size)
-        return nn.functional.cross_entropy(self.direction_head(fused), direction[known])
+        logits = self.direction_head(self.speaker.fused(features))  # (N, 2)
+        return nn.functional.cross_entropy(logits, direction[known])
 
     def loss_output(
         self, terms: CaptionTerms, caption_weight: float = 1.0, **others: tuple[float, Tensor]
