@@ -142,6 +142,8 @@ def test_the_direction_objective_reads_the_speakers_fused_feature() -> None:
     model.train().loss({**batch, "direction": labels})["loss"].backward()
     assert model.direction_head.weight.grad is not None
     assert model.speaker.fuse.weight.grad is not None  # the head shapes what the speaker reads
+    with pytest.raises(ModelError, match="direction objective"):  # duda-aux's loss is eq. 14's
+        build("duda-aux", vocab, direction_weight=0.5)
 
 
 def test_settings_are_checked() -> None:

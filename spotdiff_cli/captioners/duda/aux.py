@@ -232,6 +232,11 @@ class DUDAAuxCaptioner(DUDACaptioner):
             )
         if not 0.0 <= float(c["gamma"]) <= 1.0:
             raise ModelError(f"'{self.name}' setting 'gamma' must be in [0, 1] (eq. 14)")
+        if float(c.get("direction_weight", 0)):  # its loss() is eq. 14's, which has no such term
+            raise ModelError(
+                f"'{self.name}' does not train the direction objective; set direction_weight "
+                "with --model duda, or leave it at 0"
+            )
         channels = int(c["channels"]) + (2 if c["coordinates"] else 0)
         self.retrieval = RetrievalHead(
             self.vocab_size,
