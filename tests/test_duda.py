@@ -146,6 +146,59 @@ def test_the_direction_objective_reads_the_speakers_fused_feature() -> None:
         build("duda-aux", vocab, direction_weight=0.5)
 
 
+def test_the_speaker_can_read_the_direction_head_at_every_word() -> None:
+    """direction_to_speaker hands the head's (P(departure), P(arrival)) to the caption LSTM: a
+    step equals nn.LSTMCell on [E w; Σ α_i l_i] plus W_d d, the answer changes the words'
+    distribution, the caption loss trains W_d and the head, and without direction_weight the
+    setting is refused (nothing would train the head)."""
+    vocab = make_vocab()
+    batch = make_batch(vocab)
+    model = build(
+        "duda", vocab, direction_weight=1.0, direction_to_speaker=True, attention_l1=0.0
+    ).eval()
+    sp = model.speaker
+    with torch.no_grad():
+        attended = model.attend(batch)
+        probs = torch.softmax(model.direction_logits(attended), -1)
+        state = model.start_speaker(attended)
+        features = torch.stack([attended.l_bef, attended.l_aft - attended.l_bef, attended.l_aft], 1)
+        fused = torch.relu(sp.fuse(features.flatten(1)))
+        zeros = fused.new_zeros(fused.shape[0], sp.hidden_size)
+        h_att, c_att, h_cap, c_cap = zeros, zeros, zeros, zeros
+        for words in batch["tokens"][:, 0, :4].T:
+            log_probs, state, _ = sp.step(words, state)
+            h_att, c_att = sp.att_lstm(torch.cat([fused, h_cap], -1), (h_att, c_att))
+            alpha = torch.softmax(sp.choose(h_att), -1)
+            context = torch.bmm(alpha[:, None], features).squeeze(1)
+            word = torch.relu(sp.embed(words))
+            gates = (
+                torch.cat([word, context], -1) @ sp.cap_lstm.weight_ih.T
+                + sp.direction_in(probs)
+                + h_cap @ sp.cap_lstm.weight_hh.T
+                + sp.cap_lstm.bias_ih
+                + sp.cap_lstm.bias_hh
+            )
+            i, f, g, o = gates.chunk(4, -1)
+            c_cap = torch.sigmoid(f) * c_cap + torch.sigmoid(i) * torch.tanh(g)
+            h_cap = torch.sigmoid(o) * torch.tanh(c_cap)
+            assert torch.allclose(log_probs, torch.log_softmax(sp.out(h_cap), -1), atol=1e-5)
+        # The other answer, the same pair: the first word's distribution moves.
+        flipped = sp.start(attended.l_bef, attended.l_aft, probs.flip(-1))
+        first = batch["tokens"][:, 0, 0]
+        assert not torch.allclose(
+            sp.step(first, flipped)[0], sp.step(first, model.start_speaker(attended))[0]
+        )
+    model.train().loss({**batch, "direction": torch.full((batch["before"].shape[0],), -1)})[
+        "loss"
+    ].backward()  # no pair's direction known: only the caption loss reaches the head
+    assert sp.direction_in.weight.grad is not None and model.direction_head.weight.grad is not None
+    with pytest.raises(ModelError, match="direction_weight > 0"):
+        build("duda", vocab, direction_to_speaker=True)
+    assert "direction_in.weight" not in {
+        k.split("speaker.")[-1] for k in build("duda", vocab).state_dict()
+    }
+
+
 def test_settings_are_checked() -> None:
     vocab = make_vocab()
     with pytest.raises(ModelError, match="did you mean 'hidden_size'"):

@@ -38,6 +38,9 @@ _DEFAULTS: dict[str, Any] = {
     # Not in the paper (issue 24): weight of a cross-entropy that the fused feature v the speaker
     # reads tells an arrival from a departure (batch "direction"); 0 = off, no extra parameters.
     "direction_weight": 0.0,
+    # Not in the paper (issue 24): the direction head's answer (P(departure), P(arrival)) as an
+    # input of the caption LSTM at every word; needs direction_weight > 0 to mean anything.
+    "direction_to_speaker": False,
 }
 # duda-aux's auxiliary network and loss (aux.py's docstring says why each value).
 _AUX_DEFAULTS: dict[str, Any] = {
@@ -81,7 +84,7 @@ FAMILY = LearnedFamily(
     "duda",
     default_config,
     # Added after the first checkpoints; a config without it reads as the behaviour of that time.
-    later=("repetition_guard", "direction_weight"),
+    later=("repetition_guard", "direction_weight", "direction_to_speaker"),
 )
 
 

@@ -62,6 +62,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
+from ...errors import ModelError
 from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
 
@@ -156,6 +157,7 @@ class DynamicSpeaker(nn.Module):
         fusion_size: int,
         hidden_size: int,
         dropout: float,
+        direction_size: int = 0,
     ) -> None:
         super().__init__()
         self.hidden_size = hidden_size
@@ -166,15 +168,24 @@ class DynamicSpeaker(nn.Module):
         self.cap_lstm = nn.LSTMCell(embed_size + feature_size, hidden_size)
         self.out = nn.Linear(hidden_size, vocab_size)
         self.drop = nn.Dropout(dropout)
+        # The caption LSTM's weights for a per-pair input read at every word (the direction
+        # head's answer, DUDACaptioner); none unless asked, so older checkpoints load as saved.
+        self.direction_in = (
+            nn.Linear(direction_size, 4 * hidden_size, bias=False) if direction_size else None
+        )
 
-    def start(self, l_bef: Tensor, l_aft: Tensor) -> SpeakerState:
-        """The state before the first word. l_bef, l_aft: (N, D) of each decoded row's pair.
+    def start(self, l_bef: Tensor, l_aft: Tensor, direction: Tensor | None = None) -> SpeakerState:
+        """The state before the first word. l_bef, l_aft: (N, D) of each decoded row's pair;
+        direction: (N, direction_size) an extra input of the caption LSTM at every word (only
+        with ``direction_size``).
 
         Both LSTMs' inputs are linear in what stays fixed over a sentence: the attention LSTM
         reads [v; h_cap] and the caption LSTM reads [E w; Σ_i α_i l_i], whose weight times
         Σ_i α_i l_i is Σ_i α_i (W l_i). So W v and the three W l_i are computed here once, and a
         step only mixes three vectors: the same function as ``nn.LSTMCell`` on the concatenated
-        input (``tests/test_duda.py`` checks it), at a fraction of the cost per word.
+        input (``tests/test_duda.py`` checks it), at a fraction of the cost per word. The
+        direction's part W_d d is added to each of the three W l_i: the α of a step sum to 1,
+        so every step reads it once, as an LSTM reading [E w; Σ_i α_i l_i; d] would.
         """
         e = self.embed.embedding_dim
         features = torch.stack([l_bef, l_aft - l_bef, l_aft], dim=1)  # (N, 3, D)
@@ -182,6 +193,10 @@ class DynamicSpeaker(nn.Module):
         att_in = self.att_lstm.weight_ih[:, : fused.shape[-1]]
         att_fixed = fused @ att_in.T + self.att_lstm.bias_ih + self.att_lstm.bias_hh
         cap_features = features @ self.cap_lstm.weight_ih[:, e:].T  # (N, 3, 4H)
+        if (direction is None) != (self.direction_in is None):
+            raise ValueError("direction is given exactly when the speaker has direction_size")
+        if self.direction_in is not None:
+            cap_features = cap_features + self.direction_in(direction)[:, None]
         zeros = l_bef.new_zeros(l_bef.shape[0], self.hidden_size)
         return (zeros, zeros, zeros, zeros, cap_features, att_fixed)
 
@@ -271,7 +286,10 @@ class DUDACaptioner(GradientCaptioner):
 
     Config: ``channels``, ``grid`` ([h, w]), ``backbone``, ``input_size``, ``coordinates``,
     ``attention_size``, ``attention_dropout``, ``embed_size``, ``fusion_size``, ``hidden_size``,
-    ``dropout``, ``attention_l1``, ``entropy_weight``, ``repetition_guard``.
+    ``dropout``, ``attention_l1``, ``entropy_weight``, ``repetition_guard``; not in the paper
+    (issue 24, off by default): ``direction_weight`` (a head on v trained to tell an arrival from
+    a departure, :meth:`direction_loss`) and ``direction_to_speaker`` (its answer an input of
+    the caption LSTM at every word, :meth:`start_speaker`).
     """
 
     name: ClassVar[str] = "duda"
@@ -290,12 +308,18 @@ class DUDACaptioner(GradientCaptioner):
             int(c["fusion_size"]),
             int(c["hidden_size"]),
             float(c["dropout"]),
+            direction_size=2 if c.get("direction_to_speaker") else 0,
         )
         # arrival vs departure read linearly off v (DUDACaptioner.direction_loss); only when asked,
         # so checkpoints without it load as they were saved
         self.direction_head = (
             nn.Linear(int(c["fusion_size"]), 2) if float(c.get("direction_weight", 0)) else None
         )
+        if c.get("direction_to_speaker") and self.direction_head is None:
+            raise ModelError(
+                "direction_to_speaker hands the speaker the direction head's answer, which only "
+                "the direction objective trains: set direction_weight > 0 too"
+            )
 
     def grids(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """(before, after) (B, D, h, w) of a prepared batch as the model reads them: float, with
@@ -314,10 +338,28 @@ class DUDACaptioner(GradientCaptioner):
         pair, sent = torch.nonzero(batch["sentence_valid"], as_tuple=True)
         return pair, batch["tokens"][pair, sent]
 
+    def direction_logits(self, attended: Attended) -> Tensor:
+        """(B, 2) departure / arrival logits of the direction head, from the fused feature v the
+        speaker's attention LSTM reads (without its dropout). Only with direction_weight > 0."""
+        features = torch.stack(
+            [attended.l_bef, attended.l_aft - attended.l_bef, attended.l_aft], dim=1
+        )
+        return self.direction_head(self.speaker.fused(features))
+
+    def start_speaker(self, attended: Attended, rows: Tensor | None = None) -> SpeakerState:
+        """The speaker's state before the first word of each of ``rows`` (all when None) of
+        ``attended``, handed the direction head's probabilities when the config says so."""
+        if rows is not None:
+            attended = Attended(*(part[rows] for part in attended))
+        direction = None
+        if self.speaker.direction_in is not None:
+            direction = torch.softmax(self.direction_logits(attended), dim=-1)
+        return self.speaker.start(attended.l_bef, attended.l_aft, direction)
+
     def caption_terms(self, attended: Attended, rows: Tensor, tokens: Tensor) -> CaptionTerms:
         """DUDA's loss parts (:class:`CaptionTerms`) for gold sentences ``tokens`` (N, T), sentence
         i spoken about row ``rows[i]`` of ``attended``."""
-        state = self.speaker.start(attended.l_bef[rows], attended.l_aft[rows])
+        state = self.start_speaker(attended, rows)
         log_probs, weights = self.speaker.distributions(tokens, state)
         targets = tokens[:, 1:]
         target_mask = targets != PAD
@@ -355,10 +397,7 @@ class DUDACaptioner(GradientCaptioner):
         known = direction >= 0
         if not bool(known.any()):
             return attended.l_bef.new_zeros(())
-        features = torch.stack(
-            [attended.l_bef, attended.l_aft - attended.l_bef, attended.l_aft], dim=1
-        )[known]
-        logits = self.direction_head(self.speaker.fused(features))  # (N, 2)
+        logits = self.direction_logits(Attended(*(part[known] for part in attended)))  # (N, 2)
         return nn.functional.cross_entropy(logits, direction[known])
 
     def loss_output(
@@ -396,7 +435,7 @@ class DUDACaptioner(GradientCaptioner):
                 batch = self._prepare(batch)
                 attended = self.attend(batch)
                 rows, tokens = self._targets(batch)
-                state = self.speaker.start(attended.l_bef[rows], attended.l_aft[rows])
+                state = self.start_speaker(attended, rows)
                 _, mask, weights = self.speaker.score(tokens, state)
         finally:
             self.train(was_training)
@@ -411,7 +450,7 @@ class DUDACaptioner(GradientCaptioner):
         num_sentences: Sequence[int] | None,
     ) -> list[list[Generated]]:
         attended = self.attend(batch)
-        state = self.speaker.start(attended.l_bef, attended.l_aft)
+        state = self.start_speaker(attended)
         n = attended.l_bef.shape[0]
         ids = run_decoder(
             self.speaker.decode_step, state, n, beam, max_len, self.device, self.repetition_guard
