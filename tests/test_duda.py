@@ -34,30 +34,44 @@ def test_speaker_weights_are_a_distribution_over_the_three_features() -> None:
     assert float((first - first[0]).abs().max()) > 0
 
 
+def assert_steps_are_plain_lstms(model, batch, direction=None, words=5) -> None:
+    """The speaker's first ``words`` steps against nn.LSTMCell on [v; h_cap] and on
+    [E w; Σ α_i l_i] (with the direction d appended when given, its weights W_d beside the
+    caption LSTM's), computed the plain way."""
+    sp = model.speaker
+    attended = model.attend(batch)
+    state = model.start_speaker(attended)
+    features = torch.stack([attended.l_bef, attended.l_aft - attended.l_bef, attended.l_aft], 1)
+    fused = torch.relu(sp.fuse(features.flatten(1)))
+    extra = [] if direction is None else [direction]
+    cap_lstm = torch.nn.LSTMCell(
+        sp.cap_lstm.input_size + sum(d.shape[1] for d in extra), sp.hidden_size
+    )
+    weight_ih = [sp.cap_lstm.weight_ih] + ([] if direction is None else [sp.direction_in.weight])
+    cap_lstm.weight_ih.data = torch.cat(weight_ih, 1)
+    for name in ("weight_hh", "bias_ih", "bias_hh"):
+        getattr(cap_lstm, name).data = getattr(sp.cap_lstm, name).data
+    zeros = fused.new_zeros(fused.shape[0], sp.hidden_size)
+    h_att, c_att, h_cap, c_cap = zeros, zeros, zeros, zeros
+    for word_ids in batch["tokens"][:, 0, :words].T:
+        log_probs, state, weights = sp.step(word_ids, state)
+        h_att, c_att = sp.att_lstm(torch.cat([fused, h_cap], -1), (h_att, c_att))
+        alpha = torch.softmax(sp.choose(h_att), -1)
+        context = torch.bmm(alpha[:, None], features).squeeze(1)
+        word = torch.relu(sp.embed(word_ids))
+        h_cap, c_cap = cap_lstm(torch.cat([word, context, *extra], -1), (h_cap, c_cap))
+        expected = torch.log_softmax(sp.out(h_cap), -1)
+        assert torch.allclose(weights, alpha, atol=1e-6)
+        assert torch.allclose(log_probs, expected, atol=1e-5)
+
+
 def test_speaker_step_is_the_two_lstms_on_their_concatenated_inputs() -> None:
     """The speaker precomputes the input weights times what is fixed over a sentence; a step must
     equal nn.LSTMCell on [v; h_cap] and on [E w; Σ α_i l_i], computed the plain way."""
     vocab = make_vocab()
-    batch = make_batch(vocab)
     model = build("duda", vocab).eval()
-    sp = model.speaker
     with torch.no_grad():
-        attended = model.attend(batch)
-        state = sp.start(attended.l_bef, attended.l_aft)
-        features = torch.stack([attended.l_bef, attended.l_aft - attended.l_bef, attended.l_aft], 1)
-        fused = torch.relu(sp.fuse(features.flatten(1)))
-        zeros = fused.new_zeros(fused.shape[0], sp.hidden_size)
-        h_att, c_att, h_cap, c_cap = zeros, zeros, zeros, zeros
-        for words in batch["tokens"][:, 0, :5].T:
-            log_probs, state, weights = sp.step(words, state)
-            h_att, c_att = sp.att_lstm(torch.cat([fused, h_cap], -1), (h_att, c_att))
-            alpha = torch.softmax(sp.choose(h_att), -1)
-            context = torch.bmm(alpha[:, None], features).squeeze(1)
-            word = torch.relu(sp.embed(words))
-            h_cap, c_cap = sp.cap_lstm(torch.cat([word, context], -1), (h_cap, c_cap))
-            expected = torch.log_softmax(sp.out(h_cap), -1)
-            assert torch.allclose(weights, alpha, atol=1e-6)
-            assert torch.allclose(log_probs, expected, atol=1e-5)
+        assert_steps_are_plain_lstms(model, make_batch(vocab))
 
 
 def test_dual_attention_maps_are_gates_that_pool_the_features() -> None:
@@ -160,28 +174,7 @@ def test_the_speaker_can_read_the_direction_head_at_every_word() -> None:
     with torch.no_grad():
         attended = model.attend(batch)
         probs = torch.softmax(model.direction_logits(attended), -1)
-        state = model.start_speaker(attended)
-        features = torch.stack([attended.l_bef, attended.l_aft - attended.l_bef, attended.l_aft], 1)
-        fused = torch.relu(sp.fuse(features.flatten(1)))
-        zeros = fused.new_zeros(fused.shape[0], sp.hidden_size)
-        h_att, c_att, h_cap, c_cap = zeros, zeros, zeros, zeros
-        for words in batch["tokens"][:, 0, :4].T:
-            log_probs, state, _ = sp.step(words, state)
-            h_att, c_att = sp.att_lstm(torch.cat([fused, h_cap], -1), (h_att, c_att))
-            alpha = torch.softmax(sp.choose(h_att), -1)
-            context = torch.bmm(alpha[:, None], features).squeeze(1)
-            word = torch.relu(sp.embed(words))
-            gates = (
-                torch.cat([word, context], -1) @ sp.cap_lstm.weight_ih.T
-                + sp.direction_in(probs)
-                + h_cap @ sp.cap_lstm.weight_hh.T
-                + sp.cap_lstm.bias_ih
-                + sp.cap_lstm.bias_hh
-            )
-            i, f, g, o = gates.chunk(4, -1)
-            c_cap = torch.sigmoid(f) * c_cap + torch.sigmoid(i) * torch.tanh(g)
-            h_cap = torch.sigmoid(o) * torch.tanh(c_cap)
-            assert torch.allclose(log_probs, torch.log_softmax(sp.out(h_cap), -1), atol=1e-5)
+        assert_steps_are_plain_lstms(model, batch, direction=probs, words=4)
         # The other answer, the same pair: the first word's distribution moves.
         flipped = sp.start(attended.l_bef, attended.l_aft, probs.flip(-1))
         first = batch["tokens"][:, 0, 0]
