@@ -96,13 +96,9 @@ KNOWN_WRONG: dict[tuple[str, str, int, int], str] = {
 }
 
 # The change-gated weights' one failure: each arrival of the held-out pairs (the car, the woman,
-# the man) told as a departure. Model -> what it writes for the three, in that order.
+# the man) told as a departure. Model -> what it writes for the three, in that order. (duda, once
+# on this list too, tells all three since its speaker reads the direction objective's answer.)
 ARRIVALS_TOLD_AS_DEPARTURES: dict[str, tuple[str, str, str]] = {
-    "duda": (
-        "the silver car is no longer near the left side",
-        "the person in black is no longer near the right side of the image",
-        "the person in black is no longer near the left side of the image",
-    ),
     "duda-aux": (
         "the silver car is no longer in the right side of the image",
         "the person wearing black is no longer near the left side of the image",
@@ -180,8 +176,9 @@ OTHER_FOOTAGE = [
     ("tiger", ("odiff_tiger.jpg", None), ("odiff_tiger-2.jpg", None), "add", None),
 ]
 # What the shipped weights write there, as measured on 2026-11-26 (strict: a pair that starts
-# passing must come off the list). Every model reads the GIF's moves as a departure; only
-# idc-pcl names the tiger's change as an addition (of "a new red matte cylinder").
+# passing must come off the list). Every model reads the GIF's moves as a departure (duda, since
+# it tells arrivals, as an arrival); only idc-pcl names the tiger's change as an addition (of
+# "a new red matte cylinder").
 # Model -> (its sentence for the GIF, for the tiger, or None where it passes).
 OTHER_FOOTAGE_SAID: dict[str, tuple[str, str | None]] = {
     "ddla": (
@@ -193,8 +190,8 @@ OTHER_FOOTAGE_SAID: dict[str, tuple[str, str | None]] = {
         "the car is in the right",
     ),
     "duda": (
-        "the red car is no longer near the left side of the image",
-        "the small gray metal cylinder changed its texture",
+        "the person in black is now standing in the left side of the image",
+        "the scene is the same as before",
     ),
     "duda-aux": (
         "the red car is no longer in the left side of the image",
