@@ -156,8 +156,14 @@ def test_the_direction_objective_reads_the_speakers_fused_feature() -> None:
     model.train().loss({**batch, "direction": labels})["loss"].backward()
     assert model.direction_head.weight.grad is not None
     assert model.speaker.fuse.weight.grad is not None  # the head shapes what the speaker reads
-    with pytest.raises(ModelError, match="direction objective"):  # duda-aux's loss is eq. 14's
-        build("duda-aux", vocab, direction_weight=0.5)
+    # duda-aux adds it to eq. 14's sum, in both of its directions (alternate: odd steps run
+    # Auxiliary -> Primary), always on the real pairs
+    aux = build("duda-aux", vocab, direction_weight=0.5, attention_l1=0.0).train()
+    for _ in range(2):
+        out = aux.loss({**batch, "direction": labels})
+        parts = out["losses"]
+        expected = 0.7 * parts["caption"] + 0.3 * parts["aux"] + 0.5 * parts["direction"]
+        assert float(parts["direction"].detach()) > 0 and torch.allclose(out["loss"], expected)
 
 
 def test_the_speaker_can_read_the_direction_head_at_every_word() -> None:

@@ -32,7 +32,10 @@ pick the after image B among candidates S. Symbols as in the paper:
   paper defines: it differs from B only by the change the caption names.
 * eq. 14: L = (1 − γ) L_pri + γ L_aux. The recipes weigh the named losses through ``objectives``
   (``caption``: 1 − γ, ``aux``: γ, plus DUDA's ``attention_l1``); ``loss`` on its own returns
-  the same sum with the config's ``gamma``.
+  the same sum with the config's ``gamma``. Not in the paper: with DUDA's ``direction_weight``
+  set, its direction objective (``DUDACaptioner.direction_loss``, on the real (A, B) of every
+  batch, in both directions) is added as ``direction``, and ``direction_to_speaker`` hands the
+  head's answer to the speaker as in ``duda``.
 
 The curriculum (eq. 13's switch at ξ) is a recipe with two stages whose ``model_options`` set
 ``candidates: easy`` then ``candidates: hard`` (:meth:`DUDAAuxCaptioner.set_training_stage`);
@@ -232,11 +235,6 @@ class DUDAAuxCaptioner(DUDACaptioner):
             )
         if not 0.0 <= float(c["gamma"]) <= 1.0:
             raise ModelError(f"'{self.name}' setting 'gamma' must be in [0, 1] (eq. 14)")
-        if float(c.get("direction_weight", 0)):  # its loss() is eq. 14's, which has no such term
-            raise ModelError(
-                f"'{self.name}' does not train the direction objective; set direction_weight "
-                "with --model duda, or leave it at 0"
-            )
         channels = int(c["channels"]) + (2 if c["coordinates"] else 0)
         self.retrieval = RetrievalHead(
             self.vocab_size,
@@ -324,7 +322,8 @@ class DUDAAuxCaptioner(DUDACaptioner):
         pair_ids = list(batch.get("pair_ids") or [f"row{i}" for i in range(before.shape[0])])
         if not backward:
             # Primary -> Auxiliary: P = f(A, B) (eq. 3), E = P W_emb (eq. 4-5), eq. 6.
-            terms = self.caption_terms(self.attention(before, after), rows, tokens)
+            attended = self.attention(before, after)
+            terms = self.caption_terms(attended, rows, tokens)
             probs = terms.log_probs.exp()
             queries = self.compose(phi_before[rows], tokens, probs)
             logits = self.candidate_logits(queries, g_after, g_before, rows, pair_ids)
@@ -338,7 +337,12 @@ class DUDAAuxCaptioner(DUDACaptioner):
             terms = self.caption_terms(self.attention(before[rows], selected), own, tokens)
         aux = F.cross_entropy(logits.float(), rows)  # eq. 6: −log softmax at the row's own B
         gamma = float(self.config["gamma"])  # eq. 14: (1 - γ) L_pri + γ L_aux
-        return self.loss_output(terms, 1.0 - gamma, aux=(gamma, aux))
+        others = {"aux": (gamma, aux)}
+        if self.direction_head is not None:  # not in eq. 14: DUDA's direction objective
+            real = attended if not backward else self.attention(before, after)
+            weight = float(self.config["direction_weight"])
+            others["direction"] = (weight, self.direction_loss(real, batch["direction"]))
+        return self.loss_output(terms, 1.0 - gamma, **others)
 
     # -- retrieval R@1 --------------------------------------------------------------------
     def _embeddings(self, batch: Batch, tokens: Tensor, rows: Tensor) -> tuple[Tensor, ...]:
