@@ -332,3 +332,38 @@ def test_a_frozen_text_tower_stays_out_of_the_checkpoint_and_comes_back(tmp_path
     loaded, _ = load_checkpoint(tmp_path / "c4.pt", "cpu", model="clip4idc")
     for key, value in model.state_dict().items():
         assert torch.equal(loaded.state_dict()[key], value), key
+
+
+def test_the_direction_head_learns_and_the_decoder_reads_its_answer() -> None:
+    """direction_weight adds a head on the pooled memory and a 'direction' loss over the pairs
+    whose direction is known; direction_to_speaker adds its answer to the memory token the
+    decoder reads, so flipping the answer moves the words; off, nothing is added."""
+    vocab = make_vocab()
+    batch = make_batch(vocab)
+    plain = build(vocab)
+    assert plain.direction_head is None and plain.direction_in is None
+    assert "direction" not in plain.eval().loss(batch)["losses"]
+    with pytest.raises(ModelError, match="direction_weight > 0"):
+        build(vocab, direction_to_speaker=True)
+    with pytest.raises(ModelError, match="direction_weight > 0"):
+        plain.set_training_stage("caption", {"caption": 1.0, "direction": 1.0}, {})
+    model = build(vocab, direction_weight=0.5, direction_to_speaker=True)
+    labelled = {**batch, "direction": torch.tensor([1, 0, -1, 1])}
+    out = model.eval().loss(labelled)
+    parts = out["losses"]
+    assert torch.allclose(
+        out["loss"], parts["retrieval"] + parts["caption"] + 0.5 * parts["direction"]
+    )
+    first, last = fit(model, labelled, "direction", steps=20)
+    assert last < first  # the head learns the labels
+    model.eval()
+    with torch.no_grad():
+        cells, pooled = model.caption_memory(model.encode(labelled))
+        _, read = model.speaker_memory(cells, pooled)
+        probs = torch.softmax(model.direction_head(pooled), -1)
+        assert torch.allclose(read, pooled + model.direction_in(probs))
+        flipped = pooled + model.direction_in(probs.flip(-1))
+        bos = labelled["tokens"][:, 0, :1]
+        said = model.decoder(bos, model.decoder.start(cells, read, None))
+        other = model.decoder(bos, model.decoder.start(cells, flipped, None))
+        assert not torch.allclose(said, other)

@@ -51,6 +51,11 @@ _DEFAULTS: dict[str, Any] = {
     "hidden_size": 256,  # the captioner's width (768 in §4.2)
     "dropout": 0.1,  # §4.2: "10% dropout probability"
     "repetition_guard": 3,  # decoding: no word twice in a row, no 3-gram twice
+    # Not in the paper (issue 24), as duda's: a head on the captioner's pooled memory learns
+    # arrival vs departure (loss 'direction', batch "direction"); 0 = off, no extra parameters.
+    "direction_weight": 0.0,
+    # ... and its answer (P(departure), P(arrival)) added to the memory token the decoder reads.
+    "direction_to_speaker": False,
 }
 # Tiny variant for tests: a step on CPU in milliseconds, no text encoder files.
 _TINY: dict[str, Any] = {
@@ -106,7 +111,7 @@ FAMILY = LearnedFamily(
     default_config,
     check_config,
     # Added after the first checkpoints; a config without it reads as the behaviour of that time.
-    later=("repetition_guard",),
+    later=("repetition_guard", "direction_weight", "direction_to_speaker"),
 )
 
 

@@ -56,7 +56,7 @@ from ..text_encoders import TextEncoder
 from ..transformer import TransformerDecoder
 from ..vocab import Vocabulary
 
-LOSSES = ("retrieval", "caption")
+LOSSES = ("retrieval", "caption", "direction")
 MAX_LOGIT_SCALE = float(np.log(100.0))  # CLIP clamps its learned scale at 100
 
 
@@ -134,6 +134,16 @@ class CLIP4IDCCaptioner(GradientCaptioner):
             dropout,
         )
         self.active: set[str] | None = None  # the stage's objectives; None = every loss
+        # arrival vs departure from the pooled memory (direction_loss), and its answer added to
+        # the memory token the decoder reads (speaker_memory); only when asked, so checkpoints
+        # without them load as saved
+        self.direction_head = nn.Linear(hidden, 2) if float(c["direction_weight"]) else None
+        self.direction_in = nn.Linear(2, hidden, bias=False) if c["direction_to_speaker"] else None
+        if self.direction_in is not None and self.direction_head is None:
+            raise ModelError(
+                "direction_to_speaker hands the decoder the direction head's answer, which only "
+                "the direction objective trains: set direction_weight > 0 too"
+            )
 
     @classmethod
     def image_side(cls, model_config: dict[str, Any]) -> int | None:
@@ -157,6 +167,11 @@ class CLIP4IDCCaptioner(GradientCaptioner):
             raise ModelError(
                 f"stage '{name}': '{self.name}' has no loss '{unknown[0]}' (losses: "
                 f"{', '.join(LOSSES)})"
+            )
+        if "direction" in objectives and self.direction_head is None:
+            raise ModelError(
+                f"stage '{name}': the 'direction' objective needs the model setting "
+                "direction_weight > 0 (it builds the head the objective trains)"
             )
         self.active = set(objectives) or None
 
@@ -252,18 +267,41 @@ class CLIP4IDCCaptioner(GradientCaptioner):
             x = self.caption_encoder(x)
         return x, x.mean(dim=1)
 
+    def speaker_memory(self, cells: Tensor, pooled: Tensor) -> tuple[Tensor, Tensor]:
+        """What the decoder reads: (cells (B, L, H), pooled (B, H)), the direction head's
+        (P(departure), P(arrival)) through W_d added to pooled when ``direction_to_speaker``."""
+        if self.direction_in is None:
+            return cells, pooled
+        probs = torch.softmax(self.direction_head(pooled), dim=-1)
+        return cells, pooled + self.direction_in(probs)
+
+    def direction_loss(self, pooled: Tensor, direction: Tensor) -> Tensor:
+        """Cross-entropy of arrival (1) vs departure (0) from the pooled memory (B, H) over the
+        pairs whose ``direction`` (B,) is known (>= 0); 0 when none is."""
+        known = direction >= 0
+        if not bool(known.any()):
+            return pooled.new_zeros(())
+        return F.cross_entropy(self.direction_head(pooled[known]), direction[known])
+
     def loss(self, batch: Batch) -> dict[str, Any]:
-        """The losses of the stage (all in evaluation): ``retrieval`` (eq. 8) and ``caption``
-        (XE per target token); ``loss`` is their sum, ``nll`` / ``n_tokens`` the caption's."""
+        """The losses of the stage (all in evaluation): ``retrieval`` (eq. 8), ``caption``
+        (XE per target token) and, with ``direction_weight``, ``direction``; ``loss`` is their
+        sum (direction times its weight), ``nll`` / ``n_tokens`` the caption's."""
         batch = self._prepare(batch)
         tokens = self.encode(batch)
         losses: dict[str, Tensor] = {}
         nll = tokens.new_zeros(())
         n_tokens = 0
+        weights: dict[str, float] = {}
+        if self.direction_head is not None and self._wants("direction"):
+            _, pooled = self.caption_memory(tokens)
+            direction = batch["direction"].to(tokens.device)
+            losses["direction"] = self.direction_loss(pooled, direction)
+            weights["direction"] = float(self.config["direction_weight"])
         if self._wants("caption"):
             pair, sent = torch.nonzero(batch["sentence_valid"], as_tuple=True)
             if len(pair):
-                cells, pooled = self.caption_memory(tokens)
+                cells, pooled = self.speaker_memory(*self.caption_memory(tokens))
                 state = self.decoder.start(cells[pair], pooled[pair], None)
                 token_logp, mask = self.decoder.score(batch["tokens"][pair, sent], state)
                 nll = -token_logp.sum()
@@ -276,7 +314,9 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         for name in self.active or ():
             # A batch without captions (or one row) still reports every objective, at zero.
             losses.setdefault(name, tokens.sum() * 0)
-        total = sum(losses.values()) if losses else tokens.sum() * 0
+        total = (
+            sum(weights.get(k, 1.0) * v for k, v in losses.items()) if losses else tokens.sum() * 0
+        )
         return {"loss": total, "nll": nll.detach(), "n_tokens": n_tokens, "losses": losses}
 
     # -- retrieval R@1 ----------------------------------------------------------------------
@@ -335,7 +375,7 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         max_len: int,
         num_sentences: Sequence[int] | None,
     ) -> list[list[Generated]]:
-        cells, pooled = self.caption_memory(self.encode(batch))
+        cells, pooled = self.speaker_memory(*self.caption_memory(self.encode(batch)))
         state = self.decoder.start(cells, pooled, None)
         ids = run_decoder(
             self.decoder.decode_step,
