@@ -343,6 +343,9 @@ def test_the_direction_head_learns_and_the_decoder_reads_its_answer() -> None:
     plain = build(vocab)
     assert plain.direction_head is None and plain.direction_in is None
     assert "direction" not in plain.eval().loss(batch)["losses"]
+    # a checkpoint saved before the settings existed has neither in its config: built as saved
+    older = {k: v for k, v in plain.config.items() if not k.startswith("direction")}
+    assert type(plain)(older, vocab).direction_head is None
     with pytest.raises(ModelError, match="direction_weight > 0"):
         build(vocab, direction_to_speaker=True)
     with pytest.raises(ModelError, match="direction_weight > 0"):

@@ -137,8 +137,10 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         # arrival vs departure from the pooled memory (direction_loss), and its answer added to
         # the memory token the decoder reads (speaker_memory); only when asked, so checkpoints
         # without them load as saved
-        self.direction_head = nn.Linear(hidden, 2) if float(c["direction_weight"]) else None
-        self.direction_in = nn.Linear(2, hidden, bias=False) if c["direction_to_speaker"] else None
+        self.direction_head = nn.Linear(hidden, 2) if float(c.get("direction_weight", 0)) else None
+        self.direction_in = (
+            nn.Linear(2, hidden, bias=False) if c.get("direction_to_speaker") else None
+        )
         if self.direction_in is not None and self.direction_head is None:
             raise ModelError(
                 "direction_to_speaker hands the decoder the direction head's answer, which only "
