@@ -295,15 +295,17 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         nll = tokens.new_zeros(())
         n_tokens = 0
         weights: dict[str, float] = {}
-        if self.direction_head is not None and self._wants("direction"):
-            _, pooled = self.caption_memory(tokens)
+        wants_direction = self.direction_head is not None and self._wants("direction")
+        # the captioner's memory, once for both losses that read it
+        memory = self.caption_memory(tokens) if wants_direction or self._wants("caption") else None
+        if wants_direction:
             direction = batch["direction"].to(tokens.device)
-            losses["direction"] = self.direction_loss(pooled, direction)
+            losses["direction"] = self.direction_loss(memory[1], direction)
             weights["direction"] = float(self.config["direction_weight"])
-        if self._wants("caption"):
+        if memory is not None and self._wants("caption"):
             pair, sent = torch.nonzero(batch["sentence_valid"], as_tuple=True)
             if len(pair):
-                cells, pooled = self.speaker_memory(*self.caption_memory(tokens))
+                cells, pooled = self.speaker_memory(*memory)
                 state = self.decoder.start(cells[pair], pooled[pair], None)
                 token_logp, mask = self.decoder.score(batch["tokens"][pair, sent], state)
                 nll = -token_logp.sum()
