@@ -305,3 +305,15 @@ def test_a_frame_asked_about_twice_costs_one_pass():
     mutable[0, 0] = 7  # changed in place: the same memory, other pixels
     det.detect(mutable)
     assert len(det.blobs) == 4
+
+
+@pytest.mark.parametrize("shape", [(256, 416, 3), (224, 224, 3)])
+def test_the_network_input_is_the_normalised_canvas_to_the_bit(shape) -> None:
+    """network_input makes the planar blob without a second copy: the same float32 values as
+    normalising the (H, W, 3) canvas and transposing it, bit for bit, so no box moves."""
+    canvas = np.random.default_rng(0).integers(0, 256, shape, dtype=np.uint8)
+    expected = ((canvas.astype(np.float32) - D.MEAN_BGR) / D.STD_BGR).transpose(2, 0, 1)[None]
+    blob = D.network_input(canvas)
+    assert blob.shape == (1, 3, *shape[:2]) and blob.dtype == np.float32
+    assert blob.flags.c_contiguous
+    assert np.array_equal(blob.view(np.uint32), np.ascontiguousarray(expected).view(np.uint32))

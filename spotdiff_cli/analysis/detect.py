@@ -157,6 +157,18 @@ def letterbox(
     return canvas, Letterbox(scale_x=nw / w, scale_y=nh / h, pad_x=px, pad_y=py)
 
 
+def network_input(canvas_bgr: np.ndarray) -> np.ndarray:
+    """(H, W, 3) uint8 BGR canvas -> (1, 3, H, W) float32 ``(x - MEAN_BGR) / STD_BGR``.
+
+    Planar first, then the arithmetic in place: the same float32 operations per value as
+    normalising (H, W, 3) and transposing, to the bit, without the second full-size copy that
+    made a contiguous blob of the transposed view (1.5 -> 0.6 ms of a 416x256 pass's 13)."""
+    planes = canvas_bgr.transpose(2, 0, 1).astype(np.float32, order="C")
+    planes -= MEAN_BGR[:, None, None]
+    planes /= STD_BGR[:, None, None]
+    return planes[None]
+
+
 def decode(
     scores: Sequence[np.ndarray],
     dists: Sequence[np.ndarray],
@@ -419,8 +431,7 @@ class ObjectDetector:
         # pass for 16:9); a small region keeps the square: on its 224×160 rectangle NanoDet
         # called one of the motorway ROI's eight cars a person, on the 224 square none.
         canvas, lb = letterbox(bgr, size, square=size < self.input_size)
-        blob = ((canvas.astype(np.float32) - MEAN_BGR) / STD_BGR).transpose(2, 0, 1)[None]
-        outs = self._forward(np.ascontiguousarray(blob))
+        outs = self._forward(network_input(canvas))
         n = len(STRIDES)
         boxes, scores, classes = decode(
             outs[:n], outs[n:], input_size=canvas.shape[:2], min_score=min_score
