@@ -336,8 +336,8 @@ def test_a_frozen_text_tower_stays_out_of_the_checkpoint_and_comes_back(tmp_path
 
 def test_the_direction_head_learns_and_the_decoder_reads_its_answer() -> None:
     """direction_weight adds a head on the pooled memory and a 'direction' loss over the pairs
-    whose direction is known; direction_to_speaker adds its answer to the memory token the
-    decoder reads, so flipping the answer moves the words; off, nothing is added."""
+    whose direction is known; direction_to_speaker adds its answer to every word's input of
+    the decoder, so flipping the answer moves the words; off, nothing is added."""
     vocab = make_vocab()
     batch = make_batch(vocab)
     plain = build(vocab)
@@ -362,11 +362,28 @@ def test_the_direction_head_learns_and_the_decoder_reads_its_answer() -> None:
     model.eval()
     with torch.no_grad():
         cells, pooled = model.caption_memory(model.encode(labelled))
-        _, read = model.speaker_memory(cells, pooled)
-        probs = torch.softmax(model.direction_head(pooled), -1)
-        assert torch.allclose(read, pooled + model.direction_in(probs))
-        flipped = pooled + model.direction_in(probs.flip(-1))
-        bos = labelled["tokens"][:, 0, :1]
-        said = model.decoder(bos, model.decoder.start(cells, read, None))
-        other = model.decoder(bos, model.decoder.start(cells, flipped, None))
-        assert not torch.allclose(said, other)
+        _, kept, words = model.speaker_memory(cells, pooled)
+        probs = torch.softmax(model.direction_head(model.direction_features(cells)), -1)
+        assert torch.equal(kept, pooled)
+        assert torch.allclose(words, model.direction_in(probs))
+        flipped = model.direction_in(probs.flip(-1))
+        prefix = labelled["tokens"][:, 0, :3]
+        said = model.decoder(prefix, model.decoder.start(cells, pooled, None, words))
+        other = model.decoder(prefix, model.decoder.start(cells, pooled, None, flipped))
+        # every position's next word moves with the answer, not only the first
+        assert all(not torch.allclose(said[:, i], other[:, i]) for i in range(3))
+    assert plain.speaker_memory(cells, pooled)[2] is None
+
+
+def test_the_direction_head_reads_which_image_holds_the_change() -> None:
+    """The head's features keep the two images apart (before's tokens, then after's): a pair
+    read the other way round gives other features, where the mean over all tokens is the same."""
+    from spotdiff_cli.captioners.clip4idc.model import CLIP4IDCCaptioner
+
+    cells = torch.randn(3, 10, 8)
+    swapped = torch.cat([cells[:, 5:], cells[:, :5]], dim=1)
+    assert torch.allclose(cells.mean(1), swapped.mean(1), atol=1e-6)
+    features = CLIP4IDCCaptioner.direction_features(cells)
+    assert features.shape == (3, 16)
+    assert torch.allclose(CLIP4IDCCaptioner.direction_features(swapped), features.roll(8, dims=1))
+    assert not torch.allclose(CLIP4IDCCaptioner.direction_features(swapped), features)

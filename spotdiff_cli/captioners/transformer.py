@@ -33,8 +33,9 @@ from torch import Tensor, nn
 
 from .vocab import PAD_ID
 
-TransformerState = tuple[Tensor, Tensor]
-"""(memory (N, 1 + L, D), bias (N, 1 + L) additive cross-attention bias: log of the cell mask)."""
+TransformerState = tuple[Tensor, ...]
+"""(memory (N, 1 + L, D), bias (N, 1 + L) additive cross-attention bias: log of the cell mask),
+and optionally words (N, D): added to every word's input (``start(words=...)``)."""
 
 
 def sinusoidal_positions(length: int, dim: int, device: torch.device | str = "cpu") -> Tensor:
@@ -75,6 +76,7 @@ class TransformerDecoder(nn.Module):
         if d_model % heads:
             raise ValueError(f"d_model {d_model} must be a multiple of the {heads} attention heads")
         self.d_model, self.heads = d_model, heads
+        self.words_size = d_model  # of the optional per-row input ``start(words=...)``
         self.embed = nn.Embedding(vocab_size, d_model, padding_idx=PAD_ID)
         self.memory_proj = nn.Linear(feature_size, d_model)
         self.pooled_proj = nn.Linear(feature_size, d_model)
@@ -92,11 +94,16 @@ class TransformerDecoder(nn.Module):
         self.drop = nn.Dropout(dropout)
         self.out = nn.Linear(d_model, vocab_size)
 
-    def start(self, feats: Tensor, pooled: Tensor, mask: Tensor | None) -> TransformerState:
+    def start(
+        self, feats: Tensor, pooled: Tensor, mask: Tensor | None, words: Tensor | None = None
+    ) -> TransformerState:
         """The state for decoding rows of pairs.
 
         feats: (N, L, F) grid features of each row's pair; pooled: (N, F); mask: (N, L) in [0, 1]
         with a positive entry per row (``spot_the_diff.common.safe_masks``), or None.
+        words: (N, d_model) or None: a vector added to every word's input, as an LSTM decoder
+        reads an input at every step (a model's answer the words must follow, e.g. clip4idc's
+        arrival vs departure): a memory token the cross-attention may ignore did not steer them.
         """
         if feats.shape[1] != self.cell_position.shape[0]:
             raise ValueError(
@@ -109,14 +116,20 @@ class TransformerDecoder(nn.Module):
         if mask is not None:
             bias = torch.log(mask.clamp_min(1e-30)).masked_fill(mask <= 0, float("-inf"))
         bias = torch.cat([bias.new_zeros(bias.shape[0], 1), bias], dim=1)
-        return memory, bias
+        return (memory, bias) if words is None else (memory, bias, words)
 
     def forward(self, tokens: Tensor, state: TransformerState) -> Tensor:
         """tokens: (N, t) from ``<bos>`` -> logits (N, t, V) of the token after each position."""
-        memory, bias = state
+        memory, bias = state[0], state[1]
         n, t = tokens.shape
-        x = self.embed(tokens) * math.sqrt(self.d_model)
-        x = self.drop(x + sinusoidal_positions(t, self.d_model, tokens.device))
+        x = self.embed(tokens)
+        if len(state) > 2:
+            # at the words' own scale: added after the sqrt(d) scaling, an answer of unit size
+            # was a thirtieth of each word's input, and the decoder learned to ignore it (clip4idc
+            # said "no longer" for the six held-out real pairs while its head had all six right)
+            x = x + state[2][:, None]
+        x = x * math.sqrt(self.d_model) + sinusoidal_positions(t, self.d_model, tokens.device)
+        x = self.drop(x)
         causal = torch.triu(torch.full((t, t), float("-inf"), device=tokens.device), diagonal=1)
         # (N * heads, t, S): each row's cell bias, the same for every head and every position.
         cross = bias[:, None, None, :].expand(n, self.heads, t, bias.shape[1])

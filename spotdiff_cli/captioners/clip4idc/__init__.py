@@ -54,7 +54,7 @@ _DEFAULTS: dict[str, Any] = {
     # Not in the paper (issue 24), as duda's: a head on the captioner's pooled memory learns
     # arrival vs departure (loss 'direction', batch "direction"); 0 = off, no extra parameters.
     "direction_weight": 0.0,
-    # ... and its answer (P(departure), P(arrival)) added to the memory token the decoder reads.
+    # ... and its answer (P(departure), P(arrival)) added to every word's input of the decoder.
     "direction_to_speaker": False,
 }
 # Tiny variant for tests: a step on CPU in milliseconds, no text encoder files.
