@@ -395,3 +395,55 @@ def test_log_likelihood_of_a_reference_for_perplexity() -> None:
         assert n_tokens == 6 and 0 < nll < 6 * math.log(len(model.vocab)) * 2
     nn_model = create_model("nn", vocab=make_vocab(), channels=1280, grid=(7, 7), tiny=True)
     assert model.scores_sentences and not nn_model.scores_sentences
+
+
+@pytest.mark.parametrize("name", ["capt", "ddla"])
+@pytest.mark.parametrize("decoder", ["lstm", "transformer"])
+def test_the_direction_head_learns_and_every_word_reads_its_answer(
+    name: str, decoder: str, tmp_path: Path
+) -> None:
+    """direction_weight adds a head on the pooled pair features and a 'direction' loss over the
+    pairs whose direction is known; direction_to_speaker hands its answer to the decoder as an
+    input of every word, so flipping it moves each word's distribution; off, nothing is built
+    and the state is the decoder's own. Beam search and a saved checkpoint carry it."""
+    from spotdiff_cli.errors import ModelError
+
+    vocab = make_vocab()
+    batch = {**make_batch(vocab), "direction": torch.tensor([1, 0, -1])}
+    plain = build(name, vocab, decoder=decoder)
+    assert plain.direction is None and "direction" not in plain.eval().loss(batch)["losses"]
+    with pytest.raises(ModelError, match="direction_weight > 0"):
+        build(name, vocab, decoder=decoder, direction_to_speaker=True)
+    model = build(name, vocab, decoder=decoder, direction_weight=0.5, direction_to_speaker=True)
+    model.eval()
+    out = model.loss(batch)
+    parts = out["losses"]
+    assert float(parts["direction"].detach()) > 0
+    others = sum(v for k, v in parts.items() if k not in ("direction", "count"))
+    count = float(model.config.get("count_weight", 0)) * parts.get("count", 0)
+    assert torch.allclose(out["loss"], others + count + 0.5 * parts["direction"])
+    head = model.direction
+    optimiser = torch.optim.Adam(head.head.parameters(), lr=0.05)
+    feats, pooled = model.encoder(batch["before"], batch["after"])
+    first = float(head.loss(pooled.detach(), batch["direction"]).detach())
+    for _ in range(30):
+        optimiser.zero_grad()
+        head.loss(pooled.detach(), batch["direction"]).backward()
+        optimiser.step()
+    assert float(head.loss(pooled.detach(), batch["direction"]).detach()) < first
+    with torch.no_grad():
+        probs = torch.softmax(head.head(pooled), -1)
+        words, flipped = head.speaker(probs), head.speaker(probs.flip(-1))
+        prefix = batch["tokens"][:, 0, :3]
+        said = model.decoder.start(feats, pooled, None, words)
+        other = model.decoder.start(feats, pooled, None, flipped)
+        for t in range(3):
+            a, said = model.decoder.decode_step(prefix[:, : t + 1], said)
+            b, other = model.decoder.decode_step(prefix[:, : t + 1], other)
+            assert not torch.allclose(a, b), t
+    path = save_checkpoint(tmp_path / "d.pt", model, {"epoch": 1})
+    loaded, _ = load_checkpoint(path)
+    for beam in (1, 3):
+        assert loaded.generate(batch, 1, beam=beam, max_len=T) == model.generate(
+            batch, 1, beam=beam, max_len=T
+        )

@@ -49,6 +49,11 @@ _DECODER_OPTIONS: dict[str, Any] = {
     "decoder_layers": 2,  # transformer only: depth
     "decoder_heads": 4,  # transformer only: attention heads (hidden_size must divide by it)
     "repetition_guard": 3,  # decoding: no word twice in a row, no 3-gram twice in a sentence
+    # Not in the paper (issue 24), as duda's: a head on the pooled pair features learns arrival
+    # vs departure (batch "direction"); 0 = off, no extra parameters.
+    "direction_weight": 0.0,
+    # ... and its answer (P(departure), P(arrival)) an input of the decoder at every word.
+    "direction_to_speaker": False,
 }
 _DDLA_DEFAULTS: dict[str, Any] = {
     "max_count": 5,  # Spot-the-diff descriptions: 1.86 sentences on average, rarely more than 5

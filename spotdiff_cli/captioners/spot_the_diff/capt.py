@@ -19,7 +19,7 @@ from torch import Tensor
 
 from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
-from .common import DecoderState, build_decoder, build_encoder, safe_masks
+from .common import DecoderState, build_decoder, build_direction, build_encoder, safe_masks
 
 
 class AttentionCaptioner(GradientCaptioner):
@@ -28,7 +28,8 @@ class AttentionCaptioner(GradientCaptioner):
     Config: ``channels``, ``grid`` ([h, w]), ``feature_size``, ``embed_size``, ``hidden_size``,
     ``attention_size``, ``dropout``, ``backbone``; optional (older checkpoints lack them):
     ``pair_difference`` (the F2 − F1 channel; false = the paper's [F1, F2]), ``decoder`` (lstm |
-    transformer, with ``decoder_layers``, ``decoder_heads``), ``repetition_guard``, ``input_size``.
+    transformer, with ``decoder_layers``, ``decoder_heads``), ``repetition_guard``, ``input_size``,
+    ``direction_weight`` and ``direction_to_speaker`` (``common.DirectionHead``).
     """
 
     name: ClassVar[str] = "capt"
@@ -39,6 +40,7 @@ class AttentionCaptioner(GradientCaptioner):
         super().__init__(config, vocab)
         self.encoder = build_encoder(self.config)
         self.decoder = build_decoder(self.config, self.vocab_size)
+        self.direction = build_direction(self.config, self.decoder)
 
     def _attention_mask(self, batch: Batch) -> Tensor | None:
         """(B, L) union of the valid cluster masks for ``capt-masked``, None otherwise."""
@@ -49,11 +51,21 @@ class AttentionCaptioner(GradientCaptioner):
         )
         return safe_masks(masks.amax(dim=1))  # soft union: the max over clusters, per cell
 
-    def _start(self, batch: Batch, rows: Tensor) -> DecoderState:
-        """Decoder state for the pairs ``rows`` (N,) of the batch."""
-        feats, pooled = self.encoder(batch["before"], batch["after"])
+    def _start(
+        self, batch: Batch, rows: Tensor, encoded: tuple[Tensor, Tensor] | None = None
+    ) -> DecoderState:
+        """Decoder state for the pairs ``rows`` (N,) of the batch; ``encoded``: the encoder's
+        (feats, pooled) of the batch when already computed. With ``direction_to_speaker`` the
+        direction head's answer is an input of every word."""
+        feats, pooled = encoded or self.encoder(batch["before"], batch["after"])
         mask = self._attention_mask(batch)
-        return self.decoder.start(feats[rows], pooled[rows], None if mask is None else mask[rows])
+        words = None if self.direction is None else self.direction.words(pooled)
+        return self.decoder.start(
+            feats[rows],
+            pooled[rows],
+            None if mask is None else mask[rows],
+            None if words is None else words[rows],
+        )
 
     def _targets(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """(pair index (N,), tokens (N, T)) of every training target in the batch."""
@@ -70,17 +82,18 @@ class AttentionCaptioner(GradientCaptioner):
         """Teacher-forced NLL of the gold sentences (or descriptions); ``loss`` is per token."""
         batch = self._prepare(batch)
         rows, tokens = self._targets(batch)
-        token_logp, target_mask = self.decoder.score(tokens, self._start(batch, rows))
+        encoded = self.encoder(batch["before"], batch["after"])
+        token_logp, target_mask = self.decoder.score(tokens, self._start(batch, rows, encoded))
         nll = -token_logp.sum()
         n_tokens = int(target_mask.sum())
-        loss = nll / max(1, n_tokens)
+        caption = nll / max(1, n_tokens)
+        losses = {"caption": caption}
+        loss = caption
+        if self.direction is not None:
+            losses["direction"] = self.direction.loss(encoded[1], batch["direction"])
+            loss = loss + float(self.config["direction_weight"]) * losses["direction"]
         # "losses": the named objectives a recipe's `objectives` may weight (train/recipes.py).
-        return {
-            "loss": loss,
-            "nll": nll.detach(),
-            "n_tokens": n_tokens,
-            "losses": {"caption": loss},
-        }
+        return {"loss": loss, "nll": nll.detach(), "n_tokens": n_tokens, "losses": losses}
 
     def _generate(
         self,

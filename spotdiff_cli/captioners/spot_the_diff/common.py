@@ -22,8 +22,9 @@ from ...errors import ModelError
 from ..learned import PAD
 
 DecoderState = tuple[Tensor, ...]
-"""(h, c, feats, feats_att, mask): every tensor has the decoded rows N as its first dimension, so
-a beam search can reorder or repeat the state with ``index_select`` on dim 0."""
+"""(h, c, feats, feats_att, mask) and optionally words (N, embed_size), added to every word's
+input: every tensor has the decoded rows N as its first dimension, so a beam search can reorder
+or repeat the state with ``index_select`` on dim 0."""
 
 
 class PairEncoder(nn.Module):
@@ -89,22 +90,29 @@ class AttentionDecoder(nn.Module):
         # "Deep output": the word distribution sees the attended context as well as h_t.
         self.out = nn.Linear(hidden_size + feature_size, vocab_size)
         self.drop = nn.Dropout(dropout)
+        self.words_size = embed_size  # of the optional per-row input ``start(words=...)``
 
-    def start(self, feats: Tensor, pooled: Tensor, mask: Tensor | None) -> DecoderState:
+    def start(
+        self, feats: Tensor, pooled: Tensor, mask: Tensor | None, words: Tensor | None = None
+    ) -> DecoderState:
         """The state before the first word.
 
         feats: (N, L, F) grid features of each row's pair; pooled: (N, F); mask: (N, L) in [0, 1]
         with a positive entry in every row (see :func:`safe_masks`), or None for no restriction.
+        words: (N, embed_size) or None: added to every word's embedding, an input the LSTM reads
+        at every step (the direction head's answer, :class:`DirectionHead`).
         """
         if mask is None:
             mask = feats.new_ones(feats.shape[:2])
         h = torch.tanh(self.init_h(pooled))
         c = torch.tanh(self.init_c(pooled))
-        return (h, c, feats, self.att_feat(feats), mask)
+        state = (h, c, feats, self.att_feat(feats), mask)
+        return state if words is None else (*state, words)
 
     def step(self, words: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """One word. words: (N,) int64 -> log_probs (N, V), next state."""
-        h, c, feats, feats_att, mask = state
+        h, c, feats, feats_att, mask = state[:5]
+        extra = state[5:]
         scores = self.att_score(torch.tanh(feats_att + self.att_hidden(h)[:, None, :])).squeeze(
             -1
         )  # (N, L)
@@ -112,10 +120,13 @@ class AttentionDecoder(nn.Module):
         scores = scores.masked_fill(mask <= 0, float("-inf"))
         alpha = torch.softmax(scores, dim=-1)
         context = torch.bmm(alpha.unsqueeze(1), feats).squeeze(1)  # (N, F)
-        x = torch.cat([self.drop(self.embed(words)), context], dim=-1)
+        embedded = self.embed(words)
+        if extra:
+            embedded = embedded + extra[0]
+        x = torch.cat([self.drop(embedded), context], dim=-1)
         h, c = self.lstm(x, (h, c))
         logits = self.out(self.drop(torch.cat([h, context], dim=-1)))
-        return torch.log_softmax(logits, dim=-1), (h, c, feats, feats_att, mask)
+        return torch.log_softmax(logits, dim=-1), (h, c, feats, feats_att, mask, *extra)
 
     def decode_step(self, tokens: Tensor, state: DecoderState) -> tuple[Tensor, DecoderState]:
         """The step function of ``captioners/decoding.py``: the LSTM reads only the last token."""
@@ -139,6 +150,53 @@ class AttentionDecoder(nn.Module):
 
 
 DECODERS = ("lstm", "transformer")
+
+
+class DirectionHead(nn.Module):
+    """Arrival vs departure, read linearly off a pair's pooled features (B, F) and, with
+    ``to_speaker``, its answer (P(departure), P(arrival)) handed to the decoder as an input of
+    every word (``start(words=...)``), as duda's (``direction_weight`` and
+    ``direction_to_speaker``, issue 24): the pooled features keep F1 and F2 apart (each has its
+    own columns of the encoder's projection), so which side holds the object can be read.
+
+    Trained by :meth:`loss` on the pairs whose change types say the direction
+    (``features.change_direction``: batch ``direction``, -1 where unknown).
+    """
+
+    def __init__(self, feature_size: int, words_size: int, to_speaker: bool) -> None:
+        super().__init__()
+        self.head = nn.Linear(feature_size, 2)
+        self.speaker = nn.Linear(2, words_size, bias=False) if to_speaker else None
+
+    def loss(self, pooled: Tensor, direction: Tensor) -> Tensor:
+        """Cross-entropy over the rows whose ``direction`` (B,) is known; 0 when none is."""
+        known = direction.to(pooled.device) >= 0
+        if not bool(known.any()):
+            return pooled.new_zeros(())
+        return nn.functional.cross_entropy(
+            self.head(pooled[known]), direction.to(pooled.device)[known]
+        )
+
+    def words(self, pooled: Tensor) -> Tensor | None:
+        """(B, words_size): the answer as the decoder's per-word input; None without to_speaker."""
+        if self.speaker is None:
+            return None
+        return self.speaker(torch.softmax(self.head(pooled), dim=-1))
+
+
+def build_direction(config: dict[str, Any], decoder: nn.Module) -> DirectionHead | None:
+    """The direction head a config asks for (``direction_weight`` > 0), or None (no parameters:
+    checkpoints without it load as saved)."""
+    weight = float(config.get("direction_weight", 0.0))
+    to_speaker = bool(config.get("direction_to_speaker", False))
+    if to_speaker and weight <= 0:
+        raise ModelError(
+            "direction_to_speaker hands the decoder the direction head's answer, which only "
+            "the direction objective trains: set direction_weight > 0 too"
+        )
+    if weight <= 0:
+        return None
+    return DirectionHead(int(config["feature_size"]), int(decoder.words_size), to_speaker)
 
 
 def build_encoder(config: dict[str, Any]) -> PairEncoder:

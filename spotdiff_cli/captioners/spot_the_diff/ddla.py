@@ -45,7 +45,14 @@ from torch import Tensor, nn
 
 from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
-from .common import DecoderState, build_decoder, build_encoder, safe_masks, soft_iou
+from .common import (
+    DecoderState,
+    build_decoder,
+    build_direction,
+    build_encoder,
+    safe_masks,
+    soft_iou,
+)
 
 # Pair statistics the count head sees besides the pooled features (see _count_inputs).
 _N_COUNT_STATS = 4
@@ -112,6 +119,7 @@ class DDLACaptioner(GradientCaptioner):
         feature_size = int(c["feature_size"])
         self.encoder = build_encoder(c)
         self.decoder = build_decoder(c, self.vocab_size)
+        self.direction = build_direction(c, self.decoder)
         # wᵀ g(z) (§3.2 "Alignment prior"); a bias would cancel in the normalisation. Zero start:
         # training begins from the uniform prior and learns which clusters are salient.
         self.prior: nn.Linear | None = None
@@ -139,9 +147,16 @@ class DDLACaptioner(GradientCaptioner):
     ) -> DecoderState:
         """Decoder state for rows (pair[i], cluster[i]): image-initialised, attention over C_z.
 
-        feats: (B, L, F), pooled: (B, F) from the encoder; pair, cluster: (N,) int64.
+        feats: (B, L, F), pooled: (B, F) from the encoder; pair, cluster: (N,) int64. With
+        ``direction_to_speaker`` the direction head's answer is an input of every word.
         """
-        return self.decoder.start(feats[pair], pooled[pair], clusters.masks[pair, cluster])
+        words = None if self.direction is None else self.direction.words(pooled)
+        return self.decoder.start(
+            feats[pair],
+            pooled[pair],
+            clusters.masks[pair, cluster],
+            None if words is None else words[pair],
+        )
 
     def alignment_scores(self, batch: Batch) -> AlignmentScores:
         """log P(z=k|X) + log P(S_s|z=k,X) for every pair, sentence and cluster (see
@@ -200,14 +215,19 @@ class DDLACaptioner(GradientCaptioner):
             target = (n_sent.clamp(1, int(self.config["max_count"])) - 1)[has]
             count_loss = nn.functional.cross_entropy(logits[has], target)
             loss = loss + weight * count_loss
+        losses = {"caption": nll / max(1, n_tokens), "count": count_loss}
+        if self.direction is not None:
+            losses["direction"] = self.direction.loss(aligned.pooled, batch["direction"])
+            loss = loss + float(self.config["direction_weight"]) * losses["direction"]
         return {
             "loss": loss,
             "nll": nll.detach(),
             "n_tokens": n_tokens,
             "count_loss": count_loss.detach(),
             # The named objectives a recipe's `objectives` may weight (train/recipes.py); the
-            # default "loss" above is caption + count_weight x count.
-            "losses": {"caption": nll / max(1, n_tokens), "count": count_loss},
+            # default "loss" above is caption + count_weight x count (+ direction_weight x
+            # direction).
+            "losses": losses,
         }
 
     def align(self, batch: Batch) -> Tensor:
