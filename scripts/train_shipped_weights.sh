@@ -54,15 +54,12 @@ fi
 OMP_NUM_THREADS=1 "$SPOTDIFF" data prepare "$MIX" --backbone efficientnet_lite0 --device cpu
 OMP_NUM_THREADS=1 "$SPOTDIFF" data prepare "$MIX" --backbone efficientnet_lite0 --device cpu --level 8 --level 16
 
-# 4. ddla starts from the synthetic-only weights shipped before (commit 4baa580; its model card
-#    says how they were trained) and is fine-tuned on the composites; the others (capt too,
-#    since 2026-11-27) train from scratch on the mix. Recipes: training/<model>-real.yaml. Then
-#    the best checkpoint is slimmed (no optimizer state, float16) into weights/.
-[ -f "$WORK/ddla-synth.pt" ] || git show "4baa580:weights/ddla-synth.pt" > "$WORK/ddla-synth.pt"
+# 4. Every model trains from scratch on the mix (ddla and capt did, until 2026-11-27, start
+#    from the synthetic-only weights of commit 4baa580 and fine-tune on the composites alone).
+#    Recipes: training/<model>-real.yaml. Then the best checkpoint is slimmed (no optimizer
+#    state, float16) into weights/.
 for model in $MODELS; do
-  data=$WORK/data
-  case $model in ddla) ;; *) data=$MIX ;; esac
-  "$SPOTDIFF" train --model "$model" --recipe "training/$model-real.yaml" --data "$data" \
+  "$SPOTDIFF" train --model "$model" --recipe "training/$model-real.yaml" --data "$MIX" \
     --out "$WORK/runs/$model"
   "$PYTHON" -c "from spotdiff_cli.captioners.checkpoint import slim_checkpoint; slim_checkpoint('$WORK/runs/$model/best.pt', 'weights/$model-real.pt')"
   sha256sum "weights/$model-real.pt"  # goes into weights/manifest.json with the byte count
