@@ -387,3 +387,22 @@ def test_the_direction_head_reads_which_image_holds_the_change() -> None:
     assert features.shape == (3, 16)
     assert torch.allclose(CLIP4IDCCaptioner.direction_features(swapped), features.roll(8, dims=1))
     assert not torch.allclose(CLIP4IDCCaptioner.direction_features(swapped), features)
+
+
+def test_direction_teacher_hands_the_decoder_the_known_direction() -> None:
+    """direction_teacher: where the data says the direction, the decoder reads it one-hot
+    instead of the head's answer (teacher forcing); where it does not, the answer."""
+    vocab = make_vocab()
+    batch = make_batch(vocab)
+    model = build(
+        vocab, direction_weight=1.0, direction_to_speaker=True, direction_teacher=True
+    ).eval()
+    with torch.no_grad():
+        cells, pooled = model.caption_memory(model.encode(model._prepare(batch)))
+        known = torch.tensor([1, 0, -1, 1])
+        _, _, words = model.speaker_memory(cells, pooled, known)
+        _, _, answered = model.speaker_memory(cells, pooled)
+        one_hot = torch.tensor([[0.0, 1.0], [1.0, 0.0]])
+        assert torch.allclose(words[0], model.direction_in(one_hot[0]))
+        assert torch.allclose(words[1], model.direction_in(one_hot[1]))
+        assert torch.allclose(words[2], answered[2])  # not known: the head's answer

@@ -253,3 +253,37 @@ def test_tiny_cpu_recipe_trains_duda_and_caption_uses_it(
     )
     assert caption.exit_code == 0, caption.output
     assert "1." in caption.output
+
+
+def test_direction_teacher_hands_the_speaker_the_known_direction() -> None:
+    """direction_teacher: in training, where the data says the direction the speaker reads it
+    one-hot (teacher forcing), elsewhere the head's answer; in evaluation always the answer."""
+    vocab = make_vocab()
+    batch = make_batch(vocab)
+    model = build(
+        "duda",
+        vocab,
+        direction_weight=1.0,
+        direction_to_speaker=True,
+        direction_teacher=True,
+        attention_l1=0.0,
+    ).eval()
+    n = batch["before"].shape[0]
+    known = torch.tensor([1, 0, -1, 1][:n] + [-1] * max(0, n - 4))
+    rows = torch.arange(n)
+    assert model.taught_direction({**batch, "direction": known}, rows) is None  # evaluation
+    model.train()
+    assert torch.equal(model.taught_direction({**batch, "direction": known}, rows), known)
+    model.eval()
+    with torch.no_grad():
+        attended = model.attend(batch)
+        probs = torch.softmax(model.direction_logits(attended), -1)
+        truth = torch.where(
+            (known >= 0)[:, None], torch.nn.functional.one_hot(known.clamp_min(0), 2).float(), probs
+        )
+        taught = model.start_speaker(attended, None, known)
+        expected = model.speaker.start(attended.l_bef, attended.l_aft, truth)
+        first = batch["tokens"][:, 0, 0]
+        assert torch.allclose(
+            model.speaker.step(first, taught)[0], model.speaker.step(first, expected)[0]
+        )

@@ -56,6 +56,9 @@ _DEFAULTS: dict[str, Any] = {
     "direction_weight": 0.0,
     # ... and its answer (P(departure), P(arrival)) added to every word's input of the decoder.
     "direction_to_speaker": False,
+    # ... and in training, the known direction (one-hot) handed to the decoder instead of the
+    # head's answer, so the words learn to follow it (the head's answer where it is not known).
+    "direction_teacher": False,
 }
 # Tiny variant for tests: a step on CPU in milliseconds, no text encoder files.
 _TINY: dict[str, Any] = {
@@ -111,7 +114,7 @@ FAMILY = LearnedFamily(
     default_config,
     check_config,
     # Added after the first checkpoints; a config without it reads as the behaviour of that time.
-    later=("repetition_guard", "direction_weight", "direction_to_speaker"),
+    later=("repetition_guard", "direction_weight", "direction_to_speaker", "direction_teacher"),
 )
 
 

@@ -271,7 +271,9 @@ class CLIP4IDCCaptioner(GradientCaptioner):
             x = self.caption_encoder(x)
         return x, x.mean(dim=1)
 
-    def speaker_memory(self, cells: Tensor, pooled: Tensor) -> tuple[Tensor, Tensor, Tensor | None]:
+    def speaker_memory(
+        self, cells: Tensor, pooled: Tensor, known: Tensor | None = None
+    ) -> tuple[Tensor, Tensor, Tensor | None]:
         """What the decoder reads: (cells (B, L, H), pooled (B, H), words (B, H) or None), words
         the direction head's (P(departure), P(arrival)) through W_d when
         ``direction_to_speaker``: added to every word's input (``TransformerDecoder.start``),
@@ -280,6 +282,12 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         if self.direction_in is None:
             return cells, pooled, None
         probs = torch.softmax(self.direction_head(self.direction_features(cells)), dim=-1)
+        if known is not None:
+            # ``known`` (B,): the direction where the data says it (>= 0), one-hot in place of
+            # the answer (``direction_teacher``), as teacher forcing hands the gold word
+            given = known >= 0
+            truth = F.one_hot(known.clamp_min(0), 2).to(probs.dtype)
+            probs = torch.where(given[:, None], truth, probs)
         return cells, pooled, self.direction_in(probs)
 
     @staticmethod
@@ -320,7 +328,9 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         if memory is not None and self._wants("caption"):
             pair, sent = torch.nonzero(batch["sentence_valid"], as_tuple=True)
             if len(pair):
-                cells, pooled, words = self.speaker_memory(*memory)
+                teacher = self.training and bool(self.config.get("direction_teacher"))
+                known = batch["direction"].to(tokens.device) if teacher else None
+                cells, pooled, words = self.speaker_memory(*memory, known)
                 state = self.decoder.start(
                     cells[pair], pooled[pair], None, None if words is None else words[pair]
                 )

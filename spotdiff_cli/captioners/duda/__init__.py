@@ -41,6 +41,10 @@ _DEFAULTS: dict[str, Any] = {
     # Not in the paper (issue 24): the direction head's answer (P(departure), P(arrival)) as an
     # input of the caption LSTM at every word; needs direction_weight > 0 to mean anything.
     "direction_to_speaker": False,
+    # Not in the paper (issue 24): in training, the known direction (one-hot) handed to the
+    # speaker instead of the head's answer, as teacher forcing hands the gold word (the head's
+    # answer where the data does not say it).
+    "direction_teacher": False,
 }
 # duda-aux's auxiliary network and loss (aux.py's docstring says why each value).
 _AUX_DEFAULTS: dict[str, Any] = {
@@ -84,7 +88,7 @@ FAMILY = LearnedFamily(
     "duda",
     default_config,
     # Added after the first checkpoints; a config without it reads as the behaviour of that time.
-    later=("repetition_guard", "direction_weight", "direction_to_speaker"),
+    later=("repetition_guard", "direction_weight", "direction_to_speaker", "direction_teacher"),
 )
 
 

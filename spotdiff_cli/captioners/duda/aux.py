@@ -323,7 +323,7 @@ class DUDAAuxCaptioner(DUDACaptioner):
         if not backward:
             # Primary -> Auxiliary: P = f(A, B) (eq. 3), E = P W_emb (eq. 4-5), eq. 6.
             attended = self.attention(before, after)
-            terms = self.caption_terms(attended, rows, tokens)
+            terms = self.caption_terms(attended, rows, tokens, self.taught_direction(batch, rows))
             probs = terms.log_probs.exp()
             queries = self.compose(phi_before[rows], tokens, probs)
             logits = self.candidate_logits(queries, g_after, g_before, rows, pair_ids)
@@ -334,7 +334,9 @@ class DUDAAuxCaptioner(DUDACaptioner):
             omega = torch.softmax(logits, dim=1)  # (N, n); −inf columns get 0
             selected = soft_selection(omega, after, before[rows])
             own = torch.arange(len(rows), device=rows.device)
-            terms = self.caption_terms(self.attention(before[rows], selected), own, tokens)
+            # the sentence is about (A_i, B_i): its direction is the pair's
+            taught = self.taught_direction(batch, rows)
+            terms = self.caption_terms(self.attention(before[rows], selected), own, tokens, taught)
         aux = F.cross_entropy(logits.float(), rows)  # eq. 6: −log softmax at the row's own B
         gamma = float(self.config["gamma"])  # eq. 14: (1 - γ) L_pri + γ L_aux
         others = {"aux": (gamma, aux)}

@@ -346,20 +346,37 @@ class DUDACaptioner(GradientCaptioner):
         )
         return self.direction_head(self.speaker.fused(features))
 
-    def start_speaker(self, attended: Attended, rows: Tensor | None = None) -> SpeakerState:
+    def start_speaker(
+        self, attended: Attended, rows: Tensor | None = None, known: Tensor | None = None
+    ) -> SpeakerState:
         """The speaker's state before the first word of each of ``rows`` (all when None) of
-        ``attended``, handed the direction head's probabilities when the config says so."""
+        ``attended``, handed the direction head's probabilities when the config says so.
+        ``known``: per row, the direction the data says (>= 0) or -1: where it is said, the
+        speaker reads it one-hot instead of the head's answer (``direction_teacher``)."""
         if rows is not None:
             attended = Attended(*(part[rows] for part in attended))
         direction = None
         if self.speaker.direction_in is not None:
             direction = torch.softmax(self.direction_logits(attended), dim=-1)
+            if known is not None:
+                known = known.to(direction.device)
+                truth = nn.functional.one_hot(known.clamp_min(0), 2).to(direction.dtype)
+                direction = torch.where((known >= 0)[:, None], truth, direction)
         return self.speaker.start(attended.l_bef, attended.l_aft, direction)
 
-    def caption_terms(self, attended: Attended, rows: Tensor, tokens: Tensor) -> CaptionTerms:
+    def taught_direction(self, batch: Batch, rows: Tensor) -> Tensor | None:
+        """The known direction of each sentence's pair (``rows`` (N,) into the batch) when the
+        speaker is taught with it (training with ``direction_teacher``), else None."""
+        if not (self.training and self.config.get("direction_teacher")):
+            return None
+        return batch["direction"].to(rows.device)[rows]
+
+    def caption_terms(
+        self, attended: Attended, rows: Tensor, tokens: Tensor, known: Tensor | None = None
+    ) -> CaptionTerms:
         """DUDA's loss parts (:class:`CaptionTerms`) for gold sentences ``tokens`` (N, T), sentence
-        i spoken about row ``rows[i]`` of ``attended``."""
-        state = self.start_speaker(attended, rows)
+        i spoken about row ``rows[i]`` of ``attended`` (``known``: see :meth:`start_speaker`)."""
+        state = self.start_speaker(attended, rows, known)
         log_probs, weights = self.speaker.distributions(tokens, state)
         targets = tokens[:, 1:]
         target_mask = targets != PAD
@@ -386,7 +403,8 @@ class DUDACaptioner(GradientCaptioner):
         if self.direction_head is not None:
             weight = float(self.config["direction_weight"])
             others["direction"] = (weight, self.direction_loss(attended, batch["direction"]))
-        return self.loss_output(self.caption_terms(attended, rows, tokens), **others)
+        terms = self.caption_terms(attended, rows, tokens, self.taught_direction(batch, rows))
+        return self.loss_output(terms, **others)
 
     def direction_loss(self, attended: Attended, direction: Tensor) -> Tensor:
         """Cross-entropy of arrival (1) vs departure (0) from the fused feature v the speaker's
