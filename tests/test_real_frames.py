@@ -94,14 +94,10 @@ KNOWN_WRONG: dict[tuple[str, str, int, int], str] = {
 }
 
 # The change-gated weights' one failure: each arrival of the held-out pairs (the car, the woman,
-# the man) told as a departure. Model -> what it writes for the three, in that order. (duda, once
-# on this list too, tells all three since its speaker reads the direction objective's answer.)
+# the man) told as a departure. Model -> what it writes for the three, in that order. (duda and
+# duda-aux, once on this list too, tell all three since their speakers read the direction
+# objective's answer.)
 ARRIVALS_TOLD_AS_DEPARTURES: dict[str, tuple[str, str, str]] = {
-    "duda-aux": (
-        "the silver car is no longer in the right side of the image",
-        "the person wearing black is no longer near the left side of the image",
-        "the person wearing black is no longer at the left side of the image",
-    ),
     "clip4idc": (
         "the silver car that was near the right side is missing",
         "the person in black is no longer at the right side of the image",
@@ -173,7 +169,7 @@ OTHER_FOOTAGE = [
     ("gif", (GIF, 0), (GIF, 40), "move", ("car", "bicycle", "person")),
     ("tiger", ("odiff_tiger.jpg", None), ("odiff_tiger-2.jpg", None), "add", None),
 ]
-# What the shipped weights write there, as measured on 2026-11-26 (capt's and ddla's 2026-11-27; strict: a pair that starts
+# What the shipped weights write there, as measured on 2026-11-26 (capt's, ddla's and duda-aux's 2026-11-27; strict: a pair that starts
 # passing must come off the list). Every model reads the GIF's moves as a departure (duda, since
 # it tells arrivals, as an arrival); only idc-pcl names the tiger's change as an addition (of
 # "a new red matte cylinder").
@@ -192,8 +188,8 @@ OTHER_FOOTAGE_SAID: dict[str, tuple[str, str | None]] = {
         "the scene is the same as before",
     ),
     "duda-aux": (
-        "the red car is no longer in the left side of the image",
-        "the small gray metal cylinder changed its color to yellow",
+        "the silver sedan that was near the left side of the image is missing",
+        "the scene is the same as before",
     ),
     "onediff": (
         "the person in black is no longer in the left side",
