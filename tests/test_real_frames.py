@@ -17,6 +17,7 @@ test, trained on procedural scenes only, failed it on every model they had.
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 from conftest import media, video_frame
 
@@ -238,3 +239,62 @@ def test_shipped_weights_on_cameras_they_never_saw(
     texts = _sentences(describers, model, _image(before), _image(after))
     wrong = problems(texts, change, noun)
     assert not wrong, f"{model} on {before[0]}: {texts} ({'; '.join(wrong)})"
+
+
+# A third camera, annotated 2026-11-27 after the weights above were chosen and judged once
+# (nothing was trained or picked on it): the DVR-Scan motorway seen from above, cut to its
+# benchmark's watched box plus 60 px (source pixels x 571-901, y 472-719; two cars each arrive in
+# it and leave), and the DVR-Scan brightness clip, where only the light (and a burned-in clock)
+# changes between frames 0 and 40 (right is no change named). Those clips carry no licence to
+# train on; they are only ever read here and in the benchmarks.
+MOTORWAY, BRIGHTNESS = "dvrscan_traffic_camera.mp4", "dvrscan_issue53_brightness_change.avi"
+WATCHED = (slice(472, 720), slice(571, 902))
+THIRD_CAMERA = [
+    (MOTORWAY, 40, 90, "add", "car"),
+    (MOTORWAY, 90, 130, "drop", "car"),
+    (MOTORWAY, 500, 540, "add", "car"),
+    (MOTORWAY, 540, 560, "drop", "car"),
+    (BRIGHTNESS, 0, 40, None, None),
+]
+# What they wrote there when first run (strict: a pair that starts passing comes off the list).
+THIRD_CAMERA_WRONG: dict[tuple[str, int, int], str] = {
+    ("duda", 40, 90): "the small gray matte cylinder changed its color to blue",
+    ("duda-aux", 40, 90): "the silver car that was near the right side of the image is missing",
+    ("onediff", 500, 540): "the red car is no longer at the right side",
+    ("clip4idc", 40, 90): "the red car that was near the right side is missing",
+    ("clip4idc", 500, 540): "the silver car that was near the right side is missing",
+    ("idc-pcl", 40, 90): "the silver car is no longer in the right side",
+    ("idc-pcl", 500, 540): "the silver car is no longer in the right side",
+}
+
+
+def _third_cases() -> list:
+    cases = []
+    for model in ("grounded", *SHIPPED):
+        for clip, a, b, change, noun in THIRD_CAMERA:
+            said = THIRD_CAMERA_WRONG.get((model, a, b)) if clip == MOTORWAY else None
+            marks = [pytest.mark.xfail(reason=f"writes '{said}'", strict=True)] if said else []
+            cases.append(
+                pytest.param(
+                    model, clip, a, b, change, noun, marks=marks, id=f"{model}-{clip[:9]}-{a}-{b}"
+                )
+            )
+    return cases
+
+
+@pytest.mark.parametrize("model,clip,a,b,change,noun", _third_cases())
+def test_a_camera_no_model_was_trained_or_picked_on(
+    describers: dict[str, PairDescriber],
+    model: str,
+    clip: str,
+    a: int,
+    b: int,
+    change: str | None,
+    noun: str | None,
+) -> None:
+    box = WATCHED if clip == MOTORWAY else (slice(None), slice(None))
+    before = np.ascontiguousarray(video_frame(clip, a)[box])
+    after = np.ascontiguousarray(video_frame(clip, b)[box])
+    texts = _sentences(describers, model, before, after)
+    wrong = problems(texts, change, noun)
+    assert not wrong, f"{model} on {clip} {a}->{b}: {texts} ({'; '.join(wrong)})"
