@@ -49,6 +49,7 @@ from torch import Tensor, nn
 
 from ...errors import ModelError
 from ...types import Analysis
+from ..direction import check_direction_settings, direction_cross_entropy, taught
 from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..pair_vit import PairViT, clip_image_side, load_clip_vision, normalise_images
 from ..retrieval import recall_at_1
@@ -143,11 +144,7 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         self.direction_in = (
             nn.Linear(2, hidden, bias=False) if c.get("direction_to_speaker") else None
         )
-        if self.direction_in is not None and self.direction_head is None:
-            raise ModelError(
-                "direction_to_speaker hands the decoder the direction head's answer, which only "
-                "the direction objective trains: set direction_weight > 0 too"
-            )
+        check_direction_settings(self.direction_head is not None, self.direction_in is not None)
 
     @classmethod
     def image_side(cls, model_config: dict[str, Any]) -> int | None:
@@ -282,13 +279,8 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         if self.direction_in is None:
             return cells, pooled, None
         probs = torch.softmax(self.direction_head(self.direction_features(cells)), dim=-1)
-        if known is not None:
-            # ``known`` (B,): the direction where the data says it (>= 0), one-hot in place of
-            # the answer (``direction_teacher``), as teacher forcing hands the gold word
-            given = known >= 0
-            truth = F.one_hot(known.clamp_min(0), 2).to(probs.dtype)
-            probs = torch.where(given[:, None], truth, probs)
-        return cells, pooled, self.direction_in(probs)
+        # known (B,): the direction the data says (>= 0) replaces the answer (direction_teacher)
+        return cells, pooled, self.direction_in(taught(probs, known))
 
     @staticmethod
     def direction_features(cells: Tensor) -> Tensor:
@@ -302,11 +294,11 @@ class CLIP4IDCCaptioner(GradientCaptioner):
     def direction_loss(self, cells: Tensor, direction: Tensor) -> Tensor:
         """Cross-entropy of arrival (1) vs departure (0) from the memory (B, 2(n + 1), H) over
         the pairs whose ``direction`` (B,) is known (>= 0); 0 when none is."""
-        known = direction >= 0
-        if not bool(known.any()):
-            return cells.new_zeros(())
-        features = self.direction_features(cells[known])
-        return F.cross_entropy(self.direction_head(features), direction[known])
+        return direction_cross_entropy(
+            direction,
+            lambda known: self.direction_head(self.direction_features(cells[known])),
+            cells,
+        )
 
     def loss(self, batch: Batch) -> dict[str, Any]:
         """The losses of the stage (all in evaluation): ``retrieval`` (eq. 8), ``caption``

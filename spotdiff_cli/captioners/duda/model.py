@@ -62,7 +62,7 @@ from typing import Any, ClassVar, NamedTuple
 import torch
 from torch import Tensor, nn
 
-from ...errors import ModelError
+from ..direction import check_direction_settings, direction_cross_entropy, taught
 from ..learned import PAD, Batch, Generated, GradientCaptioner, run_decoder
 from ..vocab import Vocabulary
 
@@ -315,11 +315,9 @@ class DUDACaptioner(GradientCaptioner):
         self.direction_head = (
             nn.Linear(int(c["fusion_size"]), 2) if float(c.get("direction_weight", 0)) else None
         )
-        if c.get("direction_to_speaker") and self.direction_head is None:
-            raise ModelError(
-                "direction_to_speaker hands the speaker the direction head's answer, which only "
-                "the direction objective trains: set direction_weight > 0 too"
-            )
+        check_direction_settings(
+            self.direction_head is not None, bool(c.get("direction_to_speaker"))
+        )
 
     def grids(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """(before, after) (B, D, h, w) of a prepared batch as the model reads them: float, with
@@ -357,11 +355,7 @@ class DUDACaptioner(GradientCaptioner):
             attended = Attended(*(part[rows] for part in attended))
         direction = None
         if self.speaker.direction_in is not None:
-            direction = torch.softmax(self.direction_logits(attended), dim=-1)
-            if known is not None:
-                known = known.to(direction.device)
-                truth = nn.functional.one_hot(known.clamp_min(0), 2).to(direction.dtype)
-                direction = torch.where((known >= 0)[:, None], truth, direction)
+            direction = taught(torch.softmax(self.direction_logits(attended), dim=-1), known)
         return self.speaker.start(attended.l_bef, attended.l_aft, direction)
 
     def taught_direction(self, batch: Batch, rows: Tensor) -> Tensor | None:
@@ -412,11 +406,11 @@ class DUDACaptioner(GradientCaptioner):
         known (>= 0); 0 when none is. Why: a linear probe on the gated grids tells the two apart
         on real frames (docs/results.md) while the speaker, trained on captions alone, reads
         every real arrival as a departure; this asks v itself to carry the difference."""
-        known = direction >= 0
-        if not bool(known.any()):
-            return attended.l_bef.new_zeros(())
-        logits = self.direction_logits(Attended(*(part[known] for part in attended)))  # (N, 2)
-        return nn.functional.cross_entropy(logits, direction[known])
+        return direction_cross_entropy(
+            direction,
+            lambda known: self.direction_logits(Attended(*(part[known] for part in attended))),
+            attended.l_bef,
+        )
 
     def loss_output(
         self, terms: CaptionTerms, caption_weight: float = 1.0, **others: tuple[float, Tensor]

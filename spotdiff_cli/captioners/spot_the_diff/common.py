@@ -19,6 +19,7 @@ import torch
 from torch import Tensor, nn
 
 from ...errors import ModelError
+from ..direction import check_direction_settings, direction_cross_entropy
 from ..learned import PAD
 
 DecoderState = tuple[Tensor, ...]
@@ -170,12 +171,7 @@ class DirectionHead(nn.Module):
 
     def loss(self, pooled: Tensor, direction: Tensor) -> Tensor:
         """Cross-entropy over the rows whose ``direction`` (B,) is known; 0 when none is."""
-        known = direction.to(pooled.device) >= 0
-        if not bool(known.any()):
-            return pooled.new_zeros(())
-        return nn.functional.cross_entropy(
-            self.head(pooled[known]), direction.to(pooled.device)[known]
-        )
+        return direction_cross_entropy(direction, lambda known: self.head(pooled[known]), pooled)
 
     def words(self, pooled: Tensor) -> Tensor | None:
         """(B, words_size): the answer as the decoder's per-word input; None without to_speaker."""
@@ -189,11 +185,7 @@ def build_direction(config: dict[str, Any], decoder: nn.Module) -> DirectionHead
     checkpoints without it load as saved)."""
     weight = float(config.get("direction_weight", 0.0))
     to_speaker = bool(config.get("direction_to_speaker", False))
-    if to_speaker and weight <= 0:
-        raise ModelError(
-            "direction_to_speaker hands the decoder the direction head's answer, which only "
-            "the direction objective trains: set direction_weight > 0 too"
-        )
+    check_direction_settings(weight > 0, to_speaker)
     if weight <= 0:
         return None
     return DirectionHead(int(config["feature_size"]), int(decoder.words_size), to_speaker)
