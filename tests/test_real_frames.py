@@ -257,14 +257,15 @@ THIRD_CAMERA = [
     (BRIGHTNESS, 0, 40, None, None),
 ]
 # What they wrote there when first run (strict: a pair that starts passing comes off the list).
-THIRD_CAMERA_WRONG: dict[tuple[str, int, int], str] = {
-    ("duda", 40, 90): "the small gray matte cylinder changed its color to blue",
-    ("duda-aux", 40, 90): "the silver car that was near the right side of the image is missing",
-    ("onediff", 500, 540): "the red car is no longer at the right side",
-    ("clip4idc", 40, 90): "the red car that was near the right side is missing",
-    ("clip4idc", 500, 540): "the silver car that was near the right side is missing",
-    ("idc-pcl", 40, 90): "the silver car is no longer in the right side",
-    ("idc-pcl", 500, 540): "the silver car is no longer in the right side",
+THIRD_CAMERA_WRONG: dict[tuple[str, str, int, int], str] = {
+    ("duda", MOTORWAY, 40, 90): "the small gray matte cylinder changed its color to blue",
+    ("duda-aux", MOTORWAY, 40, 90): "the silver car that was near the right side of the image "
+    "is missing",
+    ("onediff", MOTORWAY, 500, 540): "the red car is no longer at the right side",
+    ("clip4idc", MOTORWAY, 40, 90): "the red car that was near the right side is missing",
+    ("clip4idc", MOTORWAY, 500, 540): "the silver car that was near the right side is missing",
+    ("idc-pcl", MOTORWAY, 40, 90): "the silver car is no longer in the right side",
+    ("idc-pcl", MOTORWAY, 500, 540): "the silver car is no longer in the right side",
 }
 
 
@@ -272,7 +273,7 @@ def _third_cases() -> list:
     cases = []
     for model in ("grounded", *SHIPPED):
         for clip, a, b, change, noun in THIRD_CAMERA:
-            said = THIRD_CAMERA_WRONG.get((model, a, b)) if clip == MOTORWAY else None
+            said = THIRD_CAMERA_WRONG.get((model, clip, a, b))
             marks = [pytest.mark.xfail(reason=f"writes '{said}'", strict=True)] if said else []
             cases.append(
                 pytest.param(
