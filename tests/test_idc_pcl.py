@@ -282,3 +282,54 @@ def test_tiny_recipe_pretrains_finetunes_captions_and_scores_through_the_console
     # Fine-tuning teaches the captioner: the validation perplexity falls below pre-training's.
     assert validations[-1]["perplexity"] < validations[1]["perplexity"] / 2
     caption_and_score("idc-pcl", out / "best.pt", tmp_path, write_png, cache)
+
+
+def test_the_direction_head_learns_and_every_word_reads_its_answer(tmp_path: Path) -> None:
+    """direction_weight adds a head on [IMG1] and [IMG2] and a 'direction' loss over the pairs
+    whose direction is known; direction_to_speaker adds its answer to every word's embedding,
+    so flipping it moves every position's next word; the teacher hands the known direction in
+    training; off, nothing is added, and checkpoints carry it."""
+    vocab = Vocabulary.build(SENTENCES, min_count=1)
+    batch = {**make_batch(vocab), "direction": torch.tensor([-1, 0, 1, -1])}
+    plain = build(vocab)
+    assert plain.direction_head is None and plain.direction_in is None
+    older = {k: v for k, v in plain.config.items() if not k.startswith("direction")}
+    assert type(plain)(older, vocab).direction_head is None  # saved before the settings
+    with pytest.raises(ModelError, match="direction_weight > 0"):
+        build(vocab, direction_to_speaker=True)
+    with pytest.raises(UsageError, match="direction_weight > 0"):
+        plain.set_training_stage("finetune", {"caption": 1.0, "direction": 1.0}, {})
+
+    model = build(vocab, direction_weight=0.5, direction_to_speaker=True, direction_teacher=True)
+    model.set_training_stage("finetune", {"caption": 1.0, "direction": 1.0}, {})
+    model.train()
+    out = model.loss(batch)
+    parts = out["losses"]
+    assert torch.allclose(out["loss"], parts["caption"] + 0.5 * parts["direction"])
+    seen = fit(model, batch, {"caption": 1.0, "direction": 1.0}, {}, steps=40, lr=3e-3)
+    assert seen["direction"][1] < seen["direction"][0]  # the head learns the labels
+
+    model.eval()
+    with torch.no_grad():
+        prepared = model._prepare(batch)
+        visual = model.visual(prepared["before"], prepared["after"])
+        probs = torch.softmax(model.direction_head(model.direction_features(visual)), -1)
+        assert torch.allclose(model.word_extra(visual), model.direction_in(probs))
+        taught = model.word_extra(visual, torch.tensor([1, 0, -1, -1]))
+        assert torch.allclose(taught[0], model.direction_in(torch.tensor([0.0, 1.0])))
+        assert torch.allclose(taught[1], model.direction_in(torch.tensor([1.0, 0.0])))
+        assert torch.allclose(taught[2], model.word_extra(visual)[2])  # unknown: the answer
+        states = model.cross.visual_states(visual)
+        prefix = prepared["tokens"][:, 0, :3]
+        said = model.cross.words_given(states, prefix, model.direction_in(probs))
+        other = model.cross.words_given(states, prefix, model.direction_in(probs.flip(-1)))
+        assert all(not torch.allclose(said[:, i], other[:, i]) for i in range(3))
+        # the cached decoding states give the full pass's numbers, the extra input included
+        _, full = model.cross(visual, prefix, "seq2seq", model.direction_in(probs))
+        assert torch.allclose(said, full, atol=1e-5)
+
+    greedy = model.generate(batch, 1)
+    assert len(model.generate(batch, 1, beam=3)) == 4  # beam search reorders the extra input
+    again, _ = load_checkpoint(save_checkpoint(tmp_path / "dir.pt", model))
+    assert again.direction_head is not None and again.config["direction_teacher"]
+    assert again.generate(batch, 1) == greedy

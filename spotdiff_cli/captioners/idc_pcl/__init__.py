@@ -44,6 +44,16 @@ _DEFAULTS: dict[str, Any] = {
     "temperature": 0.07,  # MVCL's and FDA's InfoNCE temperature
     "dropout": 0.1,
     "repetition_guard": 3,  # decoding: no word twice in a row, no 3-gram twice
+    # Not in the paper (issue 24), as duda's and clip4idc's: a head on the pair's [IMG1] and
+    # [IMG2] tokens learns arrival vs departure (loss 'direction', batch "direction"); 0 = off,
+    # no extra parameters.
+    "direction_weight": 0.0,
+    # ... and its answer (P(departure), P(arrival)) added to every word's embedding in the
+    # cross-modal stream when captioning.
+    "direction_to_speaker": False,
+    # ... and in training, the known direction (one-hot) handed to the words instead of the
+    # head's answer (the head's answer where it is not known).
+    "direction_teacher": False,
 }
 # Tiny variant for tests: a step on CPU in milliseconds.
 _TINY: dict[str, Any] = {
@@ -89,7 +99,7 @@ FAMILY = LearnedFamily(
     default_config,
     check_config,
     # Added after the first checkpoints; a config without it reads as the behaviour of that time.
-    later=("repetition_guard",),
+    later=("repetition_guard", "direction_weight", "direction_to_speaker", "direction_teacher"),
 )
 
 

@@ -98,8 +98,10 @@ class CrossModalTransformer(nn.Module):
         for module in (self.word, self.position, self.segment):
             nn.init.normal_(module.weight, std=0.02)  # BERT's initializer_range
 
-    def embed_words(self, ids: Tensor) -> Tensor:
-        """(N, T) ids -> (N, T, width)."""
+    def embed_words(self, ids: Tensor, extra: Tensor | None = None) -> Tensor:
+        """(N, T) ids -> (N, T, width); ``extra`` (N, width), when given, is added to every
+        word's embedding (before the norm, as the position and type are): a per-row input every
+        word reads, as the direction head's answer (``IDCPCLCaptioner.word_extra``)."""
         if ids.shape[1] > self.positions:
             raise ModelError(
                 f"a caption of {ids.shape[1]} tokens is longer than the {self.positions} positions "
@@ -107,6 +109,8 @@ class CrossModalTransformer(nn.Module):
             )
         where = torch.arange(ids.shape[1], device=ids.device)
         x = self.word(ids) + self.position(where)[None] + self.segment.weight[0]
+        if extra is not None:
+            x = x + extra[:, None, :]
         return self.drop(self.norm(x))
 
     def embed_visual(self, visual: Tensor) -> Tensor:
@@ -114,13 +118,14 @@ class CrossModalTransformer(nn.Module):
         return self.drop(self.norm(visual + self.segment.weight[1]))
 
     def forward(
-        self, visual: Tensor | None, ids: Tensor, mode: str
+        self, visual: Tensor | None, ids: Tensor, mode: str, extra: Tensor | None = None
     ) -> tuple[Tensor | None, Tensor]:
         """visual (N, L, width) or None (``text``), ids (N, T) -> (visual states (N, L, width)
-        or None, word states (N, T, width)). Padding (id 0) is never attended to."""
+        or None, word states (N, T, width)). Padding (id 0) is never attended to. ``extra``
+        (N, width): added to every word's embedding (:meth:`embed_words`)."""
         if mode not in MODES:
             raise ModelError(f"unknown attention mode '{mode}' ({', '.join(MODES)})")
-        words = self.embed_words(ids)
+        words = self.embed_words(ids, extra)
         pad = ids == PAD_ID
         if mode == "text" or visual is None:
             hidden = self.layers(words, src_key_padding_mask=self._float(pad, words))
@@ -142,11 +147,14 @@ class CrossModalTransformer(nn.Module):
             states.append(layer(states[-1]))
         return tuple(states)
 
-    def words_given(self, states: tuple[Tensor, ...], ids: Tensor) -> Tensor:
+    def words_given(
+        self, states: tuple[Tensor, ...], ids: Tensor, extra: Tensor | None = None
+    ) -> Tensor:
         """The ``seq2seq`` word states (N, T, width) from :meth:`visual_states`: each layer's
         words attend to that layer's visual states and the words up to themselves; the same
-        numbers as :meth:`forward`, without recomputing the pair at every decoding step."""
-        h = self.embed_words(ids)
+        numbers as :meth:`forward` (``extra`` as there), without recomputing the pair at every
+        decoding step."""
+        h = self.embed_words(ids, extra)
         t, n_visual = ids.shape[1], states[0].shape[1]
         mask = seq2seq_mask(n_visual, t, h.device, h.dtype)[n_visual:]  # the word rows
         for layer, visual in zip(self.layers.layers, states, strict=True):

@@ -28,6 +28,11 @@ Pre-training objectives (the named losses a recipe's stage weighs):
   exact on our benchmarks because their gold annotations say what changed). Rows with the same
   caption or pair are not each other's negatives.
 
+Not in the paper (issue 24), as duda's and clip4idc's: ``direction``, a linear head on [IMG1] and
+[IMG2] that tells an arrival from a departure (``direction_weight``), whose answer every word's
+embedding adds when captioning (``direction_to_speaker``; the known direction in its place in
+training with ``direction_teacher``).
+
 Fine-tuning and inference (``caption``): the same stream under the uni-directional (seq2seq)
 mask; each word is predicted by the MLM head from the position before it (the shifted form of
 UniLM's masked seq2seq objective: every position is a target at every step, which a CPU budget
@@ -48,13 +53,14 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from ...errors import UsageError
+from ..direction import check_direction_settings, direction_cross_entropy, taught
 from ..learned import Batch, Generated, GradientCaptioner, run_decoder
 from ..pair_vit import PairViT
 from ..vocab import BOS_ID, EOS_ID, PAD_ID, SEP_ID, UNK_ID, Vocabulary
 from .cross_modal import CrossModalTransformer, load_bert
 from .rewrites import RewriteBank, rewrite_bank
 
-LOSSES = ("caption", "mlm", "mvcl", "fda")
+LOSSES = ("caption", "mlm", "mvcl", "fda", "direction")
 _SPECIAL_IDS = (PAD_ID, BOS_ID, EOS_ID, UNK_ID, SEP_ID)
 
 
@@ -101,6 +107,12 @@ class IDCPCLCaptioner(GradientCaptioner):
         )
         self.fda_pair = nn.Linear(d, d)
         self.fda_text = nn.Linear(d, d)
+        # Arrival vs departure from the pair's [IMG1] and [IMG2] tokens (direction_loss), and
+        # its answer added to every word's embedding when captioning (word_extra); only when
+        # asked, so checkpoints without them load as saved.
+        self.direction_head = nn.Linear(2 * d, 2) if float(c.get("direction_weight", 0)) else None
+        self.direction_in = nn.Linear(2, d, bias=False) if c.get("direction_to_speaker") else None
+        check_direction_settings(self.direction_head is not None, self.direction_in is not None)
         self.active: set[str] | None = None  # the stage's objectives; None = caption only
         self.fda_bank: RewriteBank | None = None
         self.fda_negatives = 3
@@ -122,6 +134,11 @@ class IDCPCLCaptioner(GradientCaptioner):
             raise UsageError(
                 f"stage '{name}': idc-pcl has no model option '{bad[0]}' (options: "
                 f"{', '.join(self.stage_options)})"
+            )
+        if "direction" in objectives and self.direction_head is None:
+            raise UsageError(
+                f"stage '{name}': the 'direction' objective needs the model setting "
+                "direction_weight > 0 (it builds the head the objective trains)"
             )
         self.active = {k for k, v in objectives.items() if float(v) > 0} or None
         self.fda_negatives = int(options.get("fda_negatives", 3))
@@ -147,6 +164,30 @@ class IDCPCLCaptioner(GradientCaptioner):
         [IMG1] and [IMG2]."""
         return self.vision(before.float(), after.float())
 
+    def direction_features(self, visual: Tensor) -> Tensor:
+        """(B, 2(n + 1), D) pair tokens -> (B, 2D): [IMG1] then [IMG2]. Which image holds the
+        object is the answer, so the two sides stay apart (clip4idc's head on the mean of both
+        said "departure" for every held-out real pair)."""
+        return torch.cat([visual[:, 0], visual[:, self.cells + 1]], dim=-1)
+
+    def direction_loss(self, visual: Tensor, direction: Tensor) -> Tensor:
+        """Cross-entropy of arrival (1) vs departure (0) over the pairs whose ``direction``
+        (B,) is known (>= 0); 0 when none is."""
+        assert self.direction_head is not None
+        head = self.direction_head
+        return direction_cross_entropy(
+            direction, lambda known: head(self.direction_features(visual[known])), visual
+        )
+
+    def word_extra(self, visual: Tensor, known: Tensor | None = None) -> Tensor | None:
+        """What every word's embedding adds (B, D): the direction head's (P(departure),
+        P(arrival)) through W_d when ``direction_to_speaker``, else None. ``known`` (B,): the
+        direction the data says (>= 0) replaces the answer (``direction_teacher``)."""
+        if self.direction_in is None or self.direction_head is None:
+            return None
+        probs = torch.softmax(self.direction_head(self.direction_features(visual)), dim=-1)
+        return self.direction_in(taught(probs, known))
+
     def rows(self, batch: Batch) -> tuple[Tensor, Tensor]:
         """(pair index (N,), word ids (N, T)) of every valid caption of the batch, cut to the
         stream's positions."""
@@ -155,9 +196,13 @@ class IDCPCLCaptioner(GradientCaptioner):
         return pair, ids
 
     # -- losses -----------------------------------------------------------------------------
-    def caption_loss(self, visual: Tensor, pair: Tensor, ids: Tensor) -> tuple[Tensor, int]:
-        """Fine-tuning: (summed NLL of every target word, target count), seq2seq mask."""
-        _, words = self.cross(visual[pair], ids[:, :-1], "seq2seq")
+    def caption_loss(
+        self, visual: Tensor, pair: Tensor, ids: Tensor, extra: Tensor | None = None
+    ) -> tuple[Tensor, int]:
+        """Fine-tuning: (summed NLL of every target word, target count), seq2seq mask;
+        ``extra`` (B, D): :meth:`word_extra` of the batch's pairs."""
+        row_extra = None if extra is None else extra[pair]
+        _, words = self.cross(visual[pair], ids[:, :-1], "seq2seq", row_extra)
         logp = torch.log_softmax(self.cross.word_logits(words).float(), dim=-1)
         targets = ids[:, 1:]
         keep = targets != PAD_ID
@@ -305,19 +350,28 @@ class IDCPCLCaptioner(GradientCaptioner):
         return out
 
     def loss(self, batch: Batch) -> dict[str, Any]:
-        """The losses of the stage (``caption`` only in evaluation); ``loss`` is their sum,
-        ``nll`` / ``n_tokens`` the caption's."""
+        """The losses of the stage (``caption`` only in evaluation); ``loss`` is their sum
+        (``direction`` times ``direction_weight``), ``nll`` / ``n_tokens`` the caption's."""
         batch = self._prepare(batch)
         pair, ids = self.rows(batch)
         losses: dict[str, Tensor] = {}
         nll = batch["before"].new_zeros((), dtype=torch.float)
         n_tokens = 0
+        weights: dict[str, float] = {}
+        if self.direction_head is not None and self._wants("direction"):
+            visual = self.visual(batch["before"], batch["after"])
+            losses["direction"] = self.direction_loss(visual, batch["direction"])
+            weights["direction"] = float(self.config["direction_weight"])
         if len(pair):
             # The unmasked pair, unless MVCL's masked one is all the stage reads.
             unmasked = self._wants("caption") or self._wants("fda") or not self._wants("mvcl")
-            visual = self.visual(batch["before"], batch["after"]) if unmasked else None
+            if "direction" not in losses:
+                visual = self.visual(batch["before"], batch["after"]) if unmasked else None
             if self._wants("caption"):
-                nll, n_tokens = self.caption_loss(visual, pair, ids)
+                teacher = self.training and bool(self.config.get("direction_teacher"))
+                known = batch["direction"] if teacher else None
+                extra = self.word_extra(visual, None if known is None else known.to(visual.device))
+                nll, n_tokens = self.caption_loss(visual, pair, ids, extra)
                 losses["caption"] = nll / max(1, n_tokens)
             if self._wants("mlm") or self._wants("mvcl"):
                 losses.update(self.masked_losses(visual, pair, ids, batch))
@@ -328,7 +382,7 @@ class IDCPCLCaptioner(GradientCaptioner):
         zero = self.cross.head_bias.sum() * 0
         for name in (self.active or ()) if self.training else ():
             losses.setdefault(name, zero)  # a batch without captions still reports each one
-        total = sum(losses.values()) if losses else zero
+        total = sum(weights.get(k, 1.0) * v for k, v in losses.items()) if losses else zero
         return {"loss": total, "nll": nll.detach(), "n_tokens": n_tokens, "losses": losses}
 
     # -- inference --------------------------------------------------------------------------
@@ -337,8 +391,13 @@ class IDCPCLCaptioner(GradientCaptioner):
     ) -> tuple[Tensor, tuple[Tensor, ...]]:
         """The step of ``captioners/decoding.py``: words so far (N, t) -> log p of the next
         (N, V). The state is the pair's per-layer states (``visual_states``): under the seq2seq
-        mask they never read the words, so they are computed once per pair, not per step."""
-        words = self.cross.words_given(states, tokens)
+        mask they never read the words, so they are computed once per pair, not per step; with
+        ``direction_to_speaker`` the words' extra input (:meth:`word_extra`) follows them."""
+        if self.direction_in is not None:
+            *layers, extra = states
+            words = self.cross.words_given(tuple(layers), tokens, extra)
+        else:
+            words = self.cross.words_given(states, tokens)
         return torch.log_softmax(self.cross.word_logits(words[:, -1]).float(), dim=-1), states
 
     def _generate(
@@ -350,9 +409,13 @@ class IDCPCLCaptioner(GradientCaptioner):
         num_sentences: Sequence[int] | None,
     ) -> list[list[Generated]]:
         visual = self.visual(batch["before"], batch["after"])
+        states = self.cross.visual_states(visual)
+        extra = self.word_extra(visual)
+        if extra is not None:
+            states = (*states, extra)
         ids = run_decoder(
             self.decode_step,
-            self.cross.visual_states(visual),
+            states,
             visual.shape[0],
             beam,
             min(max_len, self.cross.positions - 1),
