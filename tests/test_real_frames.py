@@ -95,19 +95,14 @@ KNOWN_WRONG: dict[tuple[str, str, int, int], str] = {
 }
 
 # The change-gated weights' one failure: each arrival of the held-out pairs (the car, the woman,
-# the man) told as a departure. Model -> what it writes for the three, in that order. (duda and
-# duda-aux, once on this list too, tell all three since their speakers read the direction
-# objective's answer.)
+# the man) told as a departure. Model -> what it writes for the three, in that order. (duda,
+# duda-aux and idc-pcl, once on this list too, tell all three since their speakers read the
+# direction objective's answer.)
 ARRIVALS_TOLD_AS_DEPARTURES: dict[str, tuple[str, str, str]] = {
     "clip4idc": (
         "the silver car that was near the right side is missing",
         "the person in black is no longer at the right side of the image",
         "the person in black is no longer at the right side of the image",
-    ),
-    "idc-pcl": (
-        "the silver car is no longer in the left side",
-        "the person in black is no longer at the right side",
-        "the person in black is no longer at the right side",
     ),
 }
 ARRIVALS = (
@@ -170,10 +165,11 @@ OTHER_FOOTAGE = [
     ("gif", (GIF, 0), (GIF, 40), "move", ("car", "bicycle", "person")),
     ("tiger", ("odiff_tiger.jpg", None), ("odiff_tiger-2.jpg", None), "add", None),
 ]
-# What the shipped weights write there, as measured on 2026-11-26 (capt's, ddla's and duda-aux's 2026-11-27; strict: a pair that starts
-# passing must come off the list). Every model reads the GIF's moves as a departure (duda, since
-# it tells arrivals, as an arrival); only idc-pcl names the tiger's change as an addition (of
-# "a new red matte cylinder").
+# What the shipped weights write there, as measured on 2026-11-26 (capt's, ddla's, duda-aux's and
+# idc-pcl's 2026-11-27; strict: a pair that starts passing must come off the list). Every model
+# reads the GIF's moves as a departure (duda and idc-pcl, since they tell arrivals, as an
+# arrival); only idc-pcl names the tiger's change as an addition ("a new two scenes parked in
+# the right": the lexicon reads the type, there is no object to name).
 # Model -> (its sentence for the GIF, for the tiger, or None where it passes).
 OTHER_FOOTAGE_SAID: dict[str, tuple[str, str | None]] = {
     "ddla": (
@@ -200,7 +196,7 @@ OTHER_FOOTAGE_SAID: dict[str, tuple[str, str | None]] = {
         "the silver car that was near the right side is missing",
         "the scene is the same as before",
     ),
-    "idc-pcl": ("the silver car is no longer in the right side", None),
+    "idc-pcl": ("the red car is now parked at the left side of the image", None),
 }
 
 
@@ -264,8 +260,6 @@ THIRD_CAMERA_WRONG: dict[tuple[str, str, int, int], str] = {
     ("onediff", MOTORWAY, 500, 540): "the red car is no longer at the right side",
     ("clip4idc", MOTORWAY, 40, 90): "the red car that was near the right side is missing",
     ("clip4idc", MOTORWAY, 500, 540): "the silver car that was near the right side is missing",
-    ("idc-pcl", MOTORWAY, 40, 90): "the silver car is no longer in the right side",
-    ("idc-pcl", MOTORWAY, 500, 540): "the silver car is no longer in the right side",
 }
 
 
