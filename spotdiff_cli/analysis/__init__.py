@@ -184,6 +184,11 @@ def analyse_pair(
 _WHOLE_FRAME_SHARE = 0.6
 
 
+def window_margin(eps: float, max_shift: int) -> int:
+    """Working pixels the analysis window adds around the watched box (:func:`analysis_window`)."""
+    return int(np.ceil(max(eps + 2, 4 * max_shift, 32)))
+
+
 def analysis_window(watched: np.ndarray | None, eps: float, max_shift: int) -> tuple[slice, slice]:
     """The part of the (working-size) frame the analysis needs: the watched pixels' bounding
     box grown by a margin, or the whole frame.
@@ -200,7 +205,7 @@ def analysis_window(watched: np.ndarray | None, eps: float, max_shift: int) -> t
     rows, cols = np.flatnonzero(watched.any(axis=1)), np.flatnonzero(watched.any(axis=0))
     if rows.size == 0:
         return slice(None), slice(None)
-    margin = int(np.ceil(max(eps + 2, 4 * max_shift, 32)))
+    margin = window_margin(eps, max_shift)
     y0, y1 = max(0, rows[0] - margin), min(h, rows[-1] + 1 + margin)
     x0, x1 = max(0, cols[0] - margin), min(w, cols[-1] + 1 + margin)
     if (y1 - y0) * (x1 - x0) >= _WHOLE_FRAME_SHARE * h * w:

@@ -94,7 +94,11 @@ OPTIONS: dict[str, SettingOption] = {
     "reference": _opt(
         "--reference", help="Image every sample is compared with (--compare reference)."
     ),
-    "roi": _opt("--roi", help="Watch only this box x,y,w,h (repeatable)."),
+    "roi": _opt(
+        "--roi",
+        help="Watch only this box x,y,w,h (repeatable). The rest of the frame is refreshed "
+        "once a second (pictures show it as of then).",
+    ),
     "mask": _opt("--mask", help="Image: white = watch, black = ignore (trees, clocks)."),
     "jobs": _opt("--jobs", "-j", help="Process this many sources at once."),
     "engine": _opt(

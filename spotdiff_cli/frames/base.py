@@ -74,6 +74,11 @@ class FrameSource(abc.ABC):
     info: SourceInfo
     stats: DecodeStats
     max_side: int | None = None  # set by sample(); plug-ins shrink frames to it
+    # (x, y, w, h) in the source's pixels: the part a caller reads in every frame (a watched
+    # region and the margin its analysis needs). A source may then deliver frames that are
+    # current only there, the rest refreshed about once a second (``frames.video``: ffmpeg then
+    # converts and pipes the focus alone). None: every frame whole.
+    focus: tuple[int, int, int, int] | None = None
 
     def output_size(self) -> tuple[int, int]:
         """(width, height) of the frames ``sample`` yields for a source of ``info``'s size."""

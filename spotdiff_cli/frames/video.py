@@ -22,12 +22,15 @@ converts only selected frames). The thresholds come from ``benchmarks/decode.py`
 from __future__ import annotations
 
 import functools
+import itertools
+import math
 import os
 import queue
 import re
 import shutil
 import subprocess
 import threading
+from collections import deque
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -68,6 +71,18 @@ FFMPEG_SEEK_THRESHOLD = 100
 DECODE_THREADS = max(1, (os.cpu_count() or 2) - 1)
 
 _VIDEO_HINT = "check that it is a video FFmpeg can read (mp4, mkv, avi, mov, gif, ...)"
+
+# A source's focus (``FrameSource.focus``: a watched region and its margin) is cut out in ffmpeg,
+# before the scaler and the RGB conversion, when it holds at most this share of the delivered
+# frame; the rest of the frame is converted and piped once per FOCUS_REFRESH_S of video. On the
+# motorway's --roi scan (benchmarks/video.py) the scaler and the pipe's copies of whole 640x360
+# frames were most of the run's CPU; the watched box and its margin are a fifth of the frame.
+FOCUS_MAX_SHARE = 0.5
+FOCUS_REFRESH_S = 1.0
+# The focus is widened to the scaler's grid: with a whole factor (1280 -> 640, 1920 -> 640, or
+# none) a cut that starts on it is scaled to the same pixels as the whole frame, to the bit (the
+# tests compare them). Other factors (768 -> 640) are not: swscale's fixed-point filter positions
+# round otherwise in a cut, up to 3 levels on 1 % of its pixels; such sources get whole frames.
 
 
 def find_ffmpeg() -> str | None:
@@ -120,6 +135,51 @@ def available_backends() -> list[str]:
     return names
 
 
+@dataclass(frozen=True)
+class FocusCut:
+    """Where a focused pipe cuts each frame: ``source`` (x, y, w, h) in decoded pixels, ``out``
+    the same region in delivered pixels, both on the scaler's grid."""
+
+    source: tuple[int, int, int, int]
+    out: tuple[int, int, int, int]
+
+
+def focus_cut(
+    source_size: tuple[int, int], out_size: tuple[int, int], focus: tuple[int, int, int, int]
+) -> FocusCut | None:
+    """The cut that holds ``focus`` (x, y, w, h, source pixels) for frames decoded at
+    ``source_size`` (w, h) and delivered at ``out_size``; None when it would hold more than
+    FOCUS_MAX_SHARE of the frame or the scaler's grid is too coarse (whole frames then).
+
+    Per axis the decoded side s must be a whole multiple of the delivered side d; a cut that
+    starts on an even delivered pixel (whole 4:2:0 chroma samples) and ends on one (or at the
+    frame's edge) is then scaled to the whole frame's pixels, to the bit."""
+    lows, sizes = [], []
+    for axis in (0, 1):
+        s, d = source_size[axis], out_size[axis]
+        if s % d or s % 2:
+            return None
+        step = 2  # delivered pixels per grid step
+        start, length = focus[axis], focus[axis + 2]
+        lo = max(0, math.floor(start * d / s / step) * step)
+        hi = min(d, math.ceil((start + length) * d / s / step) * step)
+        if hi <= lo:
+            return None
+        lows.append(lo)
+        sizes.append(hi - lo)
+    (x, y), (w, h) = lows, sizes
+    if w * h > FOCUS_MAX_SHARE * out_size[0] * out_size[1]:
+        return None
+
+    def to_source(v: int, axis: int) -> int:
+        return v * source_size[axis] // out_size[axis]  # exact on the grid
+
+    return FocusCut(
+        source=(to_source(x, 0), to_source(y, 1), to_source(w, 0), to_source(h, 1)),
+        out=(x, y, w, h),
+    )
+
+
 class VideoSource(FrameSource):
     """Frames of one video file, with presentation timestamps.
 
@@ -164,10 +224,12 @@ class VideoSource(FrameSource):
         self, every: float | None, start: float, end: float | None
     ) -> Iterator[Frame]:
         self._reader.size = self.output_size()
+        self._reader.focus = self.focus
         return self._reader.sample_seconds(every, start, end)
 
     def _sample_frames(self, every: int, start: float, end: float | None) -> Iterator[Frame]:
         self._reader.size = self.output_size()
+        self._reader.focus = self.focus
         return self._reader.sample_frames(every, start, end)
 
     def close(self) -> None:
@@ -214,6 +276,7 @@ class _OpenCVReader:
         self.can_seek = True
         self.frame_seek_ok = True  # False once a POS_FRAMES seek proved inexact (VFR)
         self.size: tuple[int, int] | None = None  # (w, h) frames are delivered at; None: as decoded
+        self.focus: tuple[int, int, int, int] | None = None  # whole frames here either way
 
     def _grab(self) -> bool:
         if not self.cap.grab():
@@ -446,6 +509,8 @@ class _FFmpegReader:
         self._procs: list[FFmpegPipe] = []
         self.info, self.start_time = self._probe()
         self.size: tuple[int, int] | None = None  # (w, h) frames are delivered at; None: as decoded
+        # FrameSource.focus: cut out in ffmpeg (focus_cut), the rest piped once per second
+        self.focus: tuple[int, int, int, int] | None = None
         self.fps = self.info.fps or 25.0
 
     def _probe(self) -> tuple[SourceInfo, float]:
@@ -483,11 +548,18 @@ class _FFmpegReader:
 
     # One sampling run = one process; a seek = a new process with -ss.
     def _run(
-        self, seek: float | None, select: str | None, limit: float | None, max_frames: int | None
+        self,
+        seek: float | None,
+        select: str | None,
+        limit: float | None,
+        max_frames: int | None,
+        interval: float | None = None,
     ) -> Iterator[tuple[np.ndarray, float, int]]:
         """Yield (rgb, timestamp, n) for frames ffmpeg selects. ``n`` counts decoded frames of this
         run from 0. ``seek``: -ss position (accurate seek, decodes from the previous keyframe).
-        ``limit``: stop reading input at this timestamp. ``max_frames``: stop after this many."""
+        ``limit``: stop reading input at this timestamp. ``max_frames``: stop after this many.
+        ``interval``: seconds between the frames it delivers (a dense run), for a ``focus``:
+        the rest of the frame is then piped every FOCUS_REFRESH_S (:func:`focus_cut`)."""
         import ffmpeg
 
         in_kwargs: dict[str, object] = {"copyts": None}  # keep absolute PTS after -ss
@@ -503,13 +575,38 @@ class _FFmpegReader:
         # are scaled, and a 720p stream analysed at 640 px sends a quarter of the bytes
         # through the pipe.
         scale = (w, h) if (w, h) != (self.info.width, self.info.height) else None
-        args = rgb_pipe_args(self.exe, stream, select=select, scale=scale, max_frames=max_frames)
-        pipe = FFmpegPipe(args, self.stats, selects=select is not None)
+        refresh = round(FOCUS_REFRESH_S / interval) if interval else 0
+        cut = None
+        if self.focus is not None and max_frames is None and refresh >= 2:
+            cut = focus_cut((self.info.width, self.info.height), (w, h), self.focus)
+        side: _SideFrames | None = None
+        if cut is None:
+            args = rgb_pipe_args(
+                self.exe, stream, select=select, scale=scale, max_frames=max_frames
+            )
+            pipe = FFmpegPipe(args, self.stats, selects=select is not None)
+            frames = pipe.frames(w, h)
+        else:
+            read_end, write_end = os.pipe()
+            try:
+                args = rgb_pipe_args(
+                    self.exe, stream, select=select, scale=scale, focus=(cut, refresh, write_end)
+                )
+                pipe = FFmpegPipe(
+                    args, self.stats, selects=select is not None, pass_fds=(write_end,)
+                )
+            except BaseException:
+                os.close(read_end)
+                raise
+            finally:
+                os.close(write_end)  # ffmpeg holds its own copy; EOF reaches us when it ends
+            side = _SideFrames(read_end, w, h)
+            frames = _placed_in_whole(pipe.frames(cut.out[2], cut.out[3]), side, cut, refresh)
         self._procs.append(pipe)
         produced = 0
         last_pts: float | None = None
         try:
-            for rgb, pts, n in pipe.frames(w, h):
+            for rgb, pts, n in frames:
                 if pts is None:
                     # Frame without a timestamp (rare, broken streams): one average frame later.
                     pts = (
@@ -522,6 +619,8 @@ class _FFmpegReader:
                 yield rgb, pts - self.start_time, n
         finally:
             pipe.close()
+            if side is not None:
+                side.close()
             if pipe in self._procs:
                 self._procs.remove(pipe)
         if produced == 0 and pipe.returncode not in (0, None, -9) and seek is None:
@@ -563,7 +662,8 @@ class _FFmpegReader:
                 f"gte(t,ld(0)-{TIME_EPS})*st(0,{first:.6f}+{every:.6f}*(floor((t+{TIME_EPS}-{first:.6f})/{every:.6f})+1))"
             )
         seek = start if start > 0 else None
-        for rgb, ts, n in self._run(seek=seek, select=select, limit=end, max_frames=None):
+        interval = every if every is not None else 1.0 / self.fps
+        for rgb, ts, n in self._run(seek, select, end, None, interval):
             if ts < start - TIME_EPS:
                 continue
             if end is not None and ts >= end - TIME_EPS:
@@ -579,7 +679,7 @@ class _FFmpegReader:
             yield from self.sample_seconds(every / self.fps, start, end)
             return
         select = f"not(mod(n,{every}))" if every > 1 else None
-        for rgb, ts, n in self._run(seek=seek, select=select, limit=end, max_frames=None):
+        for rgb, ts, n in self._run(seek, select, end, None, every / self.fps):
             if end is not None and ts >= end - TIME_EPS:
                 return
             yield Frame(pixels=rgb, source=src, timestamp=ts, index=self._index(seek, n, ts))
@@ -600,6 +700,7 @@ def rgb_pipe_args(
     select: str | None = None,
     scale: tuple[int | str, int | str] | None = None,
     max_frames: int | None = None,
+    focus: tuple[FocusCut, int, int] | None = None,
 ) -> list[str]:
     """The ffmpeg command line that decodes ``stream`` (an ffmpeg-python input's ``.video``)
     to raw RGB on stdout, for :class:`FFmpegPipe`.
@@ -611,11 +712,25 @@ def rgb_pipe_args(
     shrink to, after select ("area" averages like OpenCV's INTER_AREA), as numbers or
     ffmpeg expressions of ``iw`` / ``ih``. ``max_frames``: stop
     after this many. Frames leave as rgb24, (h, w, 3) uint8, at their own times (passthrough).
+
+    ``focus``: (cut, refresh, fd): stdout carries only ``cut`` of each frame (cut before the
+    scaler, so neither it nor the pipe carries the rest), and file descriptor ``fd`` every
+    ``refresh``-th frame whole (:class:`_SideFrames` reads it).
     """
     if select is not None:
         stream = stream.filter("showinfo", **_showinfo_options(exe))  # type: ignore[attr-defined]
         stream = stream.filter("select", select)
-    if scale is not None:
+    whole = None
+    if focus is not None:
+        cut, refresh, _ = focus
+        branches = stream.split()  # type: ignore[attr-defined]
+        stream, whole = branches[0], branches[1].filter("select", f"not(mod(n,{refresh}))")
+        x, y, w, h = cut.source
+        stream = stream.crop(x, y, w, h)
+        if scale is not None:
+            stream = stream.filter("scale", cut.out[2], cut.out[3], flags="area")
+            whole = whole.filter("scale", scale[0], scale[1], flags="area")
+    elif scale is not None:
         stream = stream.filter("scale", scale[0], scale[1], flags="area")
     stream = stream.filter("showinfo", **_showinfo_options(exe))
     out_kwargs: dict[str, object] = {
@@ -628,11 +743,12 @@ def rgb_pipe_args(
     }
     if max_frames is not None:
         out_kwargs["frames:v"] = max_frames
-    return (
-        stream.output("pipe:", **out_kwargs)
-        .global_args("-hide_banner", "-nostdin", "-nostats")
-        .compile(cmd=exe)
-    )
+    output = stream.output("pipe:", **out_kwargs)
+    if focus is not None:
+        import ffmpeg
+
+        output = ffmpeg.merge_outputs(output, whole.output(f"pipe:{focus[2]}", **out_kwargs))
+    return output.global_args("-hide_banner", "-nostdin", "-nostats").compile(cmd=exe)
 
 
 _DEMUX_ERROR = re.compile(r"Error during demuxing: (.*)")
@@ -658,6 +774,7 @@ class FFmpegPipe:
         stats: DecodeStats,
         new_session: bool = False,
         selects: bool = False,
+        pass_fds: tuple[int, ...] = (),
     ) -> None:
         self.stats = stats
         self.selects = selects
@@ -667,6 +784,7 @@ class FFmpegPipe:
             stderr=subprocess.PIPE,
             stdin=subprocess.DEVNULL,
             start_new_session=new_session,
+            pass_fds=pass_fds,
         )
         self.header = threading.Event()
         self.header_text = ""
@@ -750,6 +868,108 @@ class FFmpegPipe:
             self.proc.stdout.close()
         self.proc.wait()
         self._reader.join(timeout=5)
+
+
+class _SideFrames:
+    """The whole frames a focused pipe sends on its second descriptor (every ``refresh``-th
+    delivered frame), read on a thread of their own so ffmpeg never waits on a full pipe while
+    the frames on stdout are read. :meth:`get` hands out the k-th."""
+
+    def __init__(self, fd: int, width: int, height: int) -> None:
+        self._file = os.fdopen(fd, "rb", buffering=0)
+        self._shape = (height, width, 3)
+        self._frames: dict[int, np.ndarray] = {}
+        self._count = 0
+        self._ended = False
+        self._changed = threading.Condition()
+        self._thread = threading.Thread(target=self._read, daemon=True)
+        self._thread.start()
+
+    def _read(self) -> None:
+        size = self._shape[0] * self._shape[1] * 3
+        try:
+            while True:
+                buf = _read_exactly(self._file, size)
+                if buf is None:
+                    return
+                with self._changed:
+                    self._frames[self._count] = np.frombuffer(buf, np.uint8).reshape(self._shape)
+                    self._count += 1
+                    self._changed.notify_all()
+        except (OSError, ValueError):  # closed under us (close() while ffmpeg ran)
+            return
+        finally:
+            with self._changed:
+                self._ended = True
+                self._changed.notify_all()
+
+    def has(self, k: int) -> bool:
+        """Whether the k-th whole frame is here, or none will come."""
+        with self._changed:
+            return self._count > k or self._ended
+
+    def get(self, k: int) -> np.ndarray | None:
+        """The k-th whole frame (waiting for it), forgetting the ones before; the latest one
+        read when ffmpeg ended before sending it; None when it sent none."""
+        with self._changed:
+            self._changed.wait_for(lambda: self._count > k or self._ended)
+            for old in [i for i in self._frames if i < min(k, self._count - 1)]:
+                del self._frames[old]
+            if k in self._frames:
+                return self._frames[k]
+            return self._frames[max(self._frames)] if self._frames else None
+
+    def close(self) -> None:
+        self._file.close()
+        self._thread.join(timeout=5)
+
+
+def _read_exactly(file, size: int) -> bytes | None:
+    """``size`` bytes from an unbuffered file, or None at its end."""
+    parts, got = [], 0
+    while got < size:
+        chunk = file.read(size - got)
+        if not chunk:
+            return None
+        parts.append(chunk)
+        got += len(chunk)
+    return parts[0] if len(parts) == 1 else b"".join(parts)
+
+
+def _placed_in_whole(
+    cuts: Iterator[tuple[np.ndarray, float | None, int]],
+    side: _SideFrames,
+    cut: FocusCut,
+    refresh: int,
+) -> Iterator[tuple[np.ndarray, float | None, int]]:
+    """Each cut (the focus, current) written into the latest whole frame at or before it:
+    whole (h, w, 3) frames, current inside the focus, at most ``refresh`` - 1 frames old
+    outside it. Read-only, as the pipe's own frames are.
+
+    ffmpeg sends a whole frame some dozens of cuts after the cut of the same frame (its queues
+    between the filters and the two outputs fill with cuts first): waiting for it without
+    reading on would stop both, so the cuts are read ahead until it is here."""
+    x, y, w, h = cut.out
+    ahead: deque[tuple[np.ndarray, float | None, int]] = deque()
+    ended = False
+    for j in itertools.count():
+        item = ahead.popleft() if ahead else next(cuts, None)
+        if item is None:
+            return
+        rgb, pts, n = item
+        while not ended and not side.has(j // refresh):
+            more = next(cuts, None)
+            if more is None:
+                ended = True  # the whole frame still comes, or ffmpeg has ended
+            else:
+                ahead.append(more)
+        base = side.get(j // refresh)
+        if base is None:
+            raise InputError("ffmpeg ended before sending a whole frame; try --backend opencv")
+        frame = base.copy()
+        frame[y : y + h, x : x + w] = rgb
+        frame.flags.writeable = False
+        yield frame, pts, n
 
 
 @functools.lru_cache(maxsize=4)

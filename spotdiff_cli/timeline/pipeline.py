@@ -42,7 +42,7 @@ from .compare import (
 )
 from .events import EventBuilder
 from .objects import ObjectWatcher, held_by, in_video_words
-from .regions import parse_roi, watch_mask
+from .regions import parse_roi, watch_mask, watched_focus
 
 T = TypeVar("T")
 # Share of the frame a still camera may see changed (foreground, light) before a camera move
@@ -573,6 +573,10 @@ class _SourceRun:
             else 1.0
         )
         watch = watch_mask(info.width, info.height, tuple(video.roi), video.mask)
+        # What a watched run reads of each frame: the source may decode the rest once a second.
+        source.focus = (
+            watched_focus(watch, self.work_pixels_scale, analysis) if watch is not None else None
+        )
         reference = None
         if video.compare == "reference":
             from ..frames import load_image

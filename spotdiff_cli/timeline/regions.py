@@ -8,6 +8,8 @@ from pathlib import Path
 import cv2
 import numpy as np
 
+from ..analysis import window_margin
+from ..config import AnalysisConfig
 from ..errors import UsageError
 
 _ROI = re.compile(r"^\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*,\s*(\d+)\s*$")
@@ -60,3 +62,35 @@ def watch_mask(
             )
         watch = from_mask if watch is None else watch & from_mask
     return watch
+
+
+# Room around a change for the recognisers' crops (a car's box is widened by up to 35 % a side,
+# analysis/recognise.py): a third of the watched box's longer side, beyond the analysis margin.
+_CROP_ROOM = 0.4
+
+
+def watched_focus(
+    watch: np.ndarray, work_scale: float, analysis: AnalysisConfig
+) -> tuple[int, int, int, int] | None:
+    """The part of each frame a watched run reads, (x, y, w, h) in the source's pixels: the
+    watched pixels' box, grown by the margin the analysis window adds around it
+    (``analysis.window_margin``, in working pixels: ``work_scale`` source pixels each) and room
+    for the recognisers' crops of a change at its edge. The first look, the analysis, the
+    detector and the names read nothing else; the pictures and a frame's colour cast read the
+    whole frame, for which a refresh once a second is enough (``FrameSource.focus``). None when
+    nothing is watched."""
+    rows, cols = np.flatnonzero(watch.any(axis=1)), np.flatnonzero(watch.any(axis=0))
+    if rows.size == 0:
+        return None
+    height, width = watch.shape
+    work = (max(1, round(height / work_scale)), max(1, round(width / work_scale)))
+    eps, _ = analysis.scaled_dbscan(*work)
+    box_w, box_h = int(cols[-1] + 1 - cols[0]), int(rows[-1] + 1 - rows[0])
+    margin = int(
+        np.ceil(
+            window_margin(eps, analysis.max_shift) * work_scale + _CROP_ROOM * max(box_w, box_h)
+        )
+    )
+    x0, y0 = max(0, int(cols[0]) - margin), max(0, int(rows[0]) - margin)
+    x1, y1 = min(width, int(cols[-1]) + 1 + margin), min(height, int(rows[-1]) + 1 + margin)
+    return x0, y0, x1 - x0, y1 - y0
