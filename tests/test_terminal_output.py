@@ -241,7 +241,7 @@ def test_a_missing_source_beside_a_good_one_keeps_the_summary(parked, tmp_path):
 # -- Ctrl-C ------------------------------------------------------------------------------------
 
 
-def test_an_interrupt_says_the_commands_hint_and_exits_130():
+def test_an_interrupt_says_the_commands_hint_and_exits_130(tmp_path):
     from spotdiff_cli.cli.state import errors_to_exit, resume_hint, set_interrupt_hint
 
     app = typer.Typer()
@@ -252,10 +252,19 @@ def test_an_interrupt_says_the_commands_hint_and_exits_130():
         set_interrupt_hint(resume_hint(out) if out else None)
         raise KeyboardInterrupt
 
-    result = CliRunner().invoke(app, ["--out", "night"])
+    night = tmp_path / "night"
+    # Ctrl-C before the first report (the sources still opening): nothing to continue
+    early = CliRunner().invoke(app, ["--out", str(night)])
+    assert early.exit_code == 130
+    assert " ".join(early.output.split()) == (
+        f"error: interrupted before anything was found; nothing was written to {night}"
+    )
+    night.mkdir()
+    (night / "timeline.json").write_text("{}")
+    result = CliRunner().invoke(app, ["--out", str(night)])
     assert result.exit_code == 130
-    assert result.output.strip() == (
-        "error: interrupted; the report in night holds what was found so far: rerun with "
+    assert " ".join(result.output.split()) == (
+        f"error: interrupted; the report in {night} holds what was found so far: rerun with "
         "--resume to continue"
     )
     plain = CliRunner().invoke(app, [])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import functools
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Callable, TypeVar
 
 import typer
@@ -22,24 +23,32 @@ class _State:
     quiet: bool = False
     # What Ctrl-C says instead of "interrupted": how to continue, set by the command that knows
     # (`video --out DIR`: the report holds what was found, `--resume` continues it).
-    interrupt_hint: str | None = None
+    interrupt_hint: str | Callable[[], str] | None = None
 
 
 STATE = _State()
 
 
-def set_interrupt_hint(hint: str | None) -> None:
+def set_interrupt_hint(hint: str | Callable[[], str] | None) -> None:
     """The line Ctrl-C prints for this command (exit 130), e.g. "interrupted; the report in
     night/ holds what was found so far: rerun with --resume to continue"; None: "interrupted"."""
     STATE.interrupt_hint = hint
 
 
-def resume_hint(out: object) -> str:
-    """The interrupt line of a command whose report in ``out`` continues with ``--resume``."""
-    return (
-        f"interrupted; the report in {out} holds what was found so far: rerun with --resume "
-        f"to continue"
-    )
+def resume_hint(out: object) -> Callable[[], str]:
+    """The interrupt line of a command whose report in ``out`` continues with ``--resume``,
+    read when Ctrl-C comes: before the first report is written (the sources still opening)
+    there is nothing to continue, and the line says so."""
+
+    def hint() -> str:
+        if not (Path(str(out)) / "timeline.json").is_file():
+            return f"interrupted before anything was found; nothing was written to {out}"
+        return (
+            f"interrupted; the report in {out} holds what was found so far: rerun with "
+            f"--resume to continue"
+        )
+
+    return hint
 
 
 def errors_to_exit(fn: F) -> F:
@@ -68,7 +77,8 @@ def errors_to_exit(fn: F) -> F:
         except KeyboardInterrupt:
             if STATE.debug:
                 raise
-            _fail(STATE.interrupt_hint or "interrupted", 130)
+            hint = STATE.interrupt_hint
+            _fail((hint() if callable(hint) else hint) or "interrupted", 130)
         except SpotdiffError as exc:
             if STATE.debug:
                 raise
