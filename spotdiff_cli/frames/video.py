@@ -585,6 +585,7 @@ class _FFmpegReader:
                 self.exe, stream, select=select, scale=scale, max_frames=max_frames
             )
             pipe = FFmpegPipe(args, self.stats, selects=select is not None)
+            self._procs.append(pipe)  # close() from another thread ends it
             frames = pipe.frames(w, h)
         else:
             read_end, write_end = os.pipe()
@@ -595,6 +596,7 @@ class _FFmpegReader:
                 pipe = FFmpegPipe(
                     args, self.stats, selects=select is not None, pass_fds=(write_end,)
                 )
+                self._procs.append(pipe)
             except BaseException:
                 os.close(read_end)
                 raise
@@ -602,7 +604,6 @@ class _FFmpegReader:
                 os.close(write_end)  # ffmpeg holds its own copy; EOF reaches us when it ends
             side = _SideFrames(read_end, w, h)
             frames = _placed_in_whole(pipe.frames(cut.out[2], cut.out[3]), side, cut, refresh)
-        self._procs.append(pipe)
         produced = 0
         last_pts: float | None = None
         try:
