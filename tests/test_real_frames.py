@@ -115,16 +115,27 @@ for _model, _sentences in ARRIVALS_TOLD_AS_DEPARTURES.items():
         KNOWN_WRONG[(_model, _clip, _a, _b)] = f"reads {_who} as leaving: '{_said}'"
 
 
-def _cases() -> list:
+def _pair_cases(models, pairs, wrong: dict, reason, label) -> list:
+    """One case per model and (clip, a, b, change, noun) pair; a pair ``wrong`` lists (keyed
+    (model, clip, a, b)) is a strict xfail whose reason is ``reason(entry)``; ids from
+    ``label(model, clip, a, b)``."""
     cases = []
-    for model in SHIPPED:
-        for clip, a, b, change, noun in PAIRS:
-            why = KNOWN_WRONG.get((model, clip, a, b))
-            marks = [pytest.mark.xfail(reason=why, strict=True)] if why else []
+    for model in models:
+        for clip, a, b, change, noun in pairs:
+            said = wrong.get((model, clip, a, b))
+            marks = [pytest.mark.xfail(reason=reason(said), strict=True)] if said else []
             cases.append(
-                pytest.param(model, clip, a, b, change, noun, marks=marks, id=f"{model}-{a}-{b}")
+                pytest.param(
+                    model, clip, a, b, change, noun, marks=marks, id=label(model, clip, a, b)
+                )
             )
     return cases
+
+
+def _cases() -> list:
+    return _pair_cases(
+        SHIPPED, PAIRS, KNOWN_WRONG, lambda why: why, lambda m, c, a, b: f"{m}-{a}-{b}"
+    )
 
 
 @pytest.fixture(scope="module")
@@ -264,17 +275,13 @@ THIRD_CAMERA_WRONG: dict[tuple[str, str, int, int], str] = {
 
 
 def _third_cases() -> list:
-    cases = []
-    for model in ("grounded", *SHIPPED):
-        for clip, a, b, change, noun in THIRD_CAMERA:
-            said = THIRD_CAMERA_WRONG.get((model, clip, a, b))
-            marks = [pytest.mark.xfail(reason=f"writes '{said}'", strict=True)] if said else []
-            cases.append(
-                pytest.param(
-                    model, clip, a, b, change, noun, marks=marks, id=f"{model}-{clip[:9]}-{a}-{b}"
-                )
-            )
-    return cases
+    return _pair_cases(
+        ("grounded", *SHIPPED),
+        THIRD_CAMERA,
+        THIRD_CAMERA_WRONG,
+        lambda said: f"writes '{said}'",
+        lambda m, c, a, b: f"{m}-{c[:9]}-{a}-{b}",
+    )
 
 
 # slow: 40 more pairs described (about 20 s) took the default run to 9 min 57 s of its 10;

@@ -877,7 +877,7 @@ class _SideFrames:
     the frames on stdout are read. :meth:`get` hands out the k-th."""
 
     def __init__(self, fd: int, width: int, height: int) -> None:
-        self._file = os.fdopen(fd, "rb", buffering=0)
+        self._file = os.fdopen(fd, "rb")  # buffered: read(n) returns n bytes or the end
         self._shape = (height, width, 3)
         self._frames: dict[int, np.ndarray] = {}
         self._count = 0
@@ -890,8 +890,8 @@ class _SideFrames:
         size = self._shape[0] * self._shape[1] * 3
         try:
             while True:
-                buf = _read_exactly(self._file, size)
-                if buf is None:
+                buf = self._file.read(size)
+                if len(buf) < size:
                     return
                 with self._changed:
                     self._frames[self._count] = np.frombuffer(buf, np.uint8).reshape(self._shape)
@@ -921,20 +921,9 @@ class _SideFrames:
             return self._frames[max(self._frames)] if self._frames else None
 
     def close(self) -> None:
-        self._file.close()
+        """After ffmpeg has ended (its end is the reader's): the thread, then the file."""
         self._thread.join(timeout=5)
-
-
-def _read_exactly(file, size: int) -> bytes | None:
-    """``size`` bytes from an unbuffered file, or None at its end."""
-    parts, got = [], 0
-    while got < size:
-        chunk = file.read(size - got)
-        if not chunk:
-            return None
-        parts.append(chunk)
-        got += len(chunk)
-    return parts[0] if len(parts) == 1 else b"".join(parts)
+        self._file.close()
 
 
 def _placed_in_whole(

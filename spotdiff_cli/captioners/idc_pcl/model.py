@@ -358,15 +358,16 @@ class IDCPCLCaptioner(GradientCaptioner):
         nll = batch["before"].new_zeros((), dtype=torch.float)
         n_tokens = 0
         weights: dict[str, float] = {}
-        if self.direction_head is not None and self._wants("direction"):
+        wants_direction = self.direction_head is not None and self._wants("direction")
+        # The unmasked pair, unless MVCL's masked one is all the stage reads.
+        unmasked = self._wants("caption") or self._wants("fda") or not self._wants("mvcl")
+        visual = None
+        if wants_direction or (len(pair) and unmasked):
             visual = self.visual(batch["before"], batch["after"])
+        if wants_direction:
             losses["direction"] = self.direction_loss(visual, batch["direction"])
             weights["direction"] = float(self.config["direction_weight"])
         if len(pair):
-            # The unmasked pair, unless MVCL's masked one is all the stage reads.
-            unmasked = self._wants("caption") or self._wants("fda") or not self._wants("mvcl")
-            if "direction" not in losses:
-                visual = self.visual(batch["before"], batch["after"]) if unmasked else None
             if self._wants("caption"):
                 teacher = self.training and bool(self.config.get("direction_teacher"))
                 known = batch["direction"] if teacher else None
