@@ -825,3 +825,45 @@ def test_one_convex_outline_is_not_cut_as_two_merged_objects():
     pair = ball.copy()
     cv2.circle(pair, (92, 88), 11, 1, -1)
     assert _solidity(pair.astype(bool)) < _ONE_CONVEX
+
+
+def test_a_new_finish_lit_brightly_is_told_from_a_metal_mirroring_the_lit_floor():
+    from spotdiff_cli.analysis.objects3d import _material_changed
+
+    # Blue rubber turned metal, the rubber side lit brightly: 16x brighter than the dark metal
+    # side and its paint whole (chroma 82 against 28): a new finish.
+    rubber = _seen(0.01, 1.64, "blue", lab=(98.0, 166.0, 55.0))
+    metal = _seen(1.0, 0.1, "blue", lab=(16.0, 142.0, 104.0))
+    assert _material_changed(rubber, metal)
+    # A cyan metal sphere mirroring the lit floor from one side: as bright (15x), but its paint
+    # only 1.7x as saturated there: no change.
+    mirror = _seen(0.0, 1.5, "cyan", lab=(238.0, 101.0, 119.0))
+    dark = _seen(1.0, 0.1, "cyan", lab=(75.0, 112.0, 124.0))
+    assert not _material_changed(mirror, dark)
+    # Far brighter still (20x): a piece matched across another change, never a new finish.
+    assert not _material_changed(
+        dataclasses.replace(rubber, features={"p_metal": 0.01, "median_ratio": 2.0}), metal
+    )
+
+
+def test_a_grey_object_is_gone_only_where_the_other_view_is_as_bright_as_floor():
+    from spotdiff_cli.analysis.objects3d import _maps, _shows_floor
+
+    # A floor (sRGB 200) with a soft grey ball half as bright as it (in linear light): neither
+    # dark enough nor sharp-edged enough to be found as an object.
+    image = np.full((240, 320, 3), 200, np.uint8)
+    ball = np.zeros((240, 320), np.uint8)
+    cv2.circle(ball, (160, 120), 22, 1, -1)
+    shade = cv2.GaussianBlur(ball.astype(np.float32), (0, 0), 3.0)
+    image = (image * (1.0 - 0.27 * shade[..., None])).astype(np.uint8)
+    maps = _maps(image)
+    on_ball = cv2.erode(ball, np.ones((9, 9), np.uint8)) > 0
+    on_floor = np.roll(on_ball, 100, axis=1)
+    grey = _seen(colour="gray")
+    # The grey ball is still there: its place is not floor.
+    assert not _shows_floor(maps, on_ball, grey)
+    # ... which the pixels' evidence alone would not say (nothing dark, sharp or colourful).
+    assert _shows_floor(maps, on_ball, grey, lit_like_floor=False)
+    # Plain floor is floor; and a red object's place shows no red there either way.
+    assert _shows_floor(maps, on_floor, grey)
+    assert _shows_floor(maps, on_ball, _seen(colour="red"))
