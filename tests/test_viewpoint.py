@@ -827,6 +827,19 @@ def test_one_convex_outline_is_not_cut_as_two_merged_objects():
     assert _solidity(pair.astype(bool)) < _ONE_CONVEX
 
 
+def test_a_metal_under_a_swung_lamp_is_no_new_finish_at_1_7x():
+    from spotdiff_cli.analysis.objects3d import _material_changed
+
+    # A yellow metal cylinder read as rubber from the side a moved lamp lights: 1.63x brighter
+    # and 1.47x as saturated there (a distractor's only sentence): no change. True changes
+    # measured 1.72x and more.
+    rubber = _seen(0.01, 0.163, "yellow", lab=(200.0, 120.0, 190.0))
+    metal = _seen(0.99, 0.1, "yellow", lab=(150.0, 121.0, 170.0))
+    assert not _material_changed(rubber, metal)
+    brighter = dataclasses.replace(rubber, features={"p_metal": 0.01, "median_ratio": 0.19})
+    assert _material_changed(brighter, metal)
+
+
 def test_a_new_finish_lit_brightly_is_told_from_a_metal_mirroring_the_lit_floor():
     from spotdiff_cli.analysis.objects3d import _material_changed
 
