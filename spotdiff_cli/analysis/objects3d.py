@@ -1170,17 +1170,17 @@ _CERTAIN = 0.05
 _LEANING = 0.35
 _LEANING_LIGHTER = 6.0
 # The lower bound was 1.55 (the middle of 1.35 and 1.8 on seeds 11 and 13); on the renders of
-# the seventh round (wide seeds 17, 18 and 16, default seed 11) the 110 material changes
-# reported measured 1.72x and more, and six false ones 1.56-1.70x (metal cylinders and spheres
-# mirroring a changed lamp, a grey sphere under a fixed camera and a swung light), five of them
-# a distractor's only sentence: the bound moved to their middle.
+# the seventh round (wide seeds 17, 18 and 16, default seed 11) the 99 true material changes
+# reported measured 1.72x and more, and six false ones 1.56-1.70x (three yellow cylinders, a
+# cyan and a green object, a grey sphere under a fixed camera; four of the six under a changed
+# light), five of them a distractor's only sentence: the bound moved to their middle.
 _MATERIAL_LIGHTER = (1.71, 11.0)
 # ... and only when the object is about as big in both views as the camera's zoom explains:
 # its outline's area over the scene's growth (see compare_objects) within this factor either
 # way. An outline three times too big or too small holds a neighbour or lost part of itself, and
 # its finish reads off what it holds: on those renders the true material changes measured
-# 0.41-2.7x (log -0.90..+0.99), four false ones 0.19-0.31x (log -1.17..-1.68: a green sphere
-# cut by a lamp's reflection under a changed light, a metal cube half hidden).
+# 0.41-2.7x (log -0.90..+0.99), four false ones 0.19-0.31x (log -1.17..-1.68: a green metal
+# sphere and cube under a changed light, two grey objects in pairs where one was repainted).
 _WHOLE_IN_BOTH = 1.08  # log of the factor (2.9x)
 # ... and, for a coloured object, the rubber side's paint is more saturated than the metal
 # side's (Lab chroma) by this factor: a CLEVR metal shows its paint darkened and mirrors a grey
