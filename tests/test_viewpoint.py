@@ -636,19 +636,55 @@ def test_a_flat_band_is_no_clevr_object_to_arrive_or_go():
     assert _object_sized(dataclasses.replace(ball, bbox=(211, 167, 37, 21), scale=0.13))
 
 
-def test_a_coloured_object_certain_of_its_finish_in_one_view_needs_only_a_lean_in_the_other():
+def test_a_view_that_only_leans_the_other_way_is_no_new_finish():
     from spotdiff_cli.analysis.objects3d import _material_changed
 
-    # Purple rubber turned metal, the rubber side read at 0.58 only: the metal side is
-    # certain, the other leans 0.42 away and is 3.4x brighter (a new finish's brightness).
-    assert _material_changed(_seen(0.58, 0.31, "purple"), _seen(1.0, 0.09, "purple"))
-    assert _material_changed(_seen(0.04, 0.23, "brown"), _seen(0.63, 0.11, "brown"))
-    # A lean without certainty, or a lean of less than 0.35, is no change.
-    assert not _material_changed(_seen(0.58, 0.31, "purple"), _seen(0.9, 0.09, "purple"))
-    assert not _material_changed(_seen(0.7, 0.31, "purple"), _seen(1.0, 0.09, "purple"))
-    # ... nor one lit 8.6x brighter (a metal mirroring a changed lamp), nor a grey piece's.
-    assert not _material_changed(_seen(1.0, 0.07, "purple"), _seen(0.58, 0.60, "purple"))
-    assert not _material_changed(_seen(0.61, 0.21, "gray"), _seen(0.97, 0.09, "gray"))
+    # The material trees read both sides of a true change; a side read 0.58 metal beside one
+    # sure of it is no change (the logistic model's lean rule went with it).
+    assert not _material_changed(_seen(0.58, 0.31, "purple"), _seen(1.0, 0.09, "purple"))
+    assert _material_changed(_seen(0.02, 0.31, "purple"), _seen(1.0, 0.09, "purple"))
+
+
+def test_the_material_trees_are_evaluated_as_scikit_learn_grows_them():
+    from spotdiff_cli.analysis.objects3d import _material_trees, _trees_probability
+
+    # Two stumps: a node goes left when its feature is at most its threshold.
+    model = {
+        "features": ["a", "b"],
+        "baseline": -1.0,
+        "trees": [
+            {
+                "feature": [0, 0, 0],
+                "threshold": [0.5, 0, 0],
+                "left": [1, 0, 0],
+                "right": [2, 0, 0],
+                "leaf": [0, 1, 1],
+                "value": [0, -2.0, 3.0],
+            },
+            {
+                "feature": [1, 0, 0],
+                "threshold": [10.0, 0, 0],
+                "left": [1, 0, 0],
+                "right": [2, 0, 0],
+                "leaf": [0, 1, 1],
+                "value": [0, 0.5, -0.5],
+            },
+        ],
+    }
+    assert _trees_probability(model, {"a": 0.5, "b": 10.0}) == pytest.approx(
+        1 / (1 + math.exp(2.5))
+    )
+    assert _trees_probability(model, {"a": 0.6, "b": 11.0}) == pytest.approx(
+        1 / (1 + math.exp(-1.5))
+    )
+    # The shipped trees read the features the segmentation measures.
+    image = np.full((240, 320, 3), 170, np.uint8)
+    cv2.circle(image, (160, 150), 30, (200, 40, 40), -1)
+    from spotdiff_cli.analysis.objects3d import segment_objects
+
+    (ball,) = segment_objects(image)
+    assert set(_material_trees()["features"]) <= set(ball.features)
+    assert len(_material_trees()["trees"]) == 100
 
 
 def test_a_departure_beside_a_repainted_object_ranks_below_the_repaint():
