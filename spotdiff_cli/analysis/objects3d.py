@@ -307,7 +307,8 @@ def _metal_probability(features: dict[str, float]) -> float:
 
 @functools.cache
 def _material_trees() -> dict:
-    return json.loads((Path(__file__).with_name("material_trees.json")).read_text())
+    """The shipped material trees (package data beside this module), read once."""
+    return json.loads(Path(__file__).with_name("material_trees.json").read_text())
 
 
 def _trees_probability(model: dict, features: dict[str, float]) -> float:
