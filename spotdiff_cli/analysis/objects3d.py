@@ -1324,6 +1324,13 @@ _BEHIND = 0.03
 _GREY_GONE_FLOOR = 0.85
 
 
+def _size_gap(before: SceneObject, after: SceneObject, growth: float) -> float:
+    """How much bigger an object looks after than before beyond what the camera's zoom explains
+    (``growth``: the matched objects' median area ratio), as a log of the area ratio: 0 when the
+    zoom explains it, positive when the after outline holds more."""
+    return math.log(after.area / max(before.area, 1) / growth)
+
+
 def _shifted(mask: np.ndarray, dx: float, dy: float) -> np.ndarray:
     m = np.float32([[1, 0, dx], [0, 1, dy]])
     h, w = mask.shape
@@ -1470,7 +1477,7 @@ def _split_merged(
     for i, j, matched in candidates:
         if i in split_b or j in split_a:
             continue
-        grew = math.log(after[j].area / max(before[i].area, 1) / growth)
+        grew = _size_gap(before[i], after[j], growth)
         # One object whose top is where the camera puts it and whose foot is not: a neighbour
         # of its colour merged below it in the view whose foot is the lower (see _TOP_MOVED).
         foot = _apply(fit.matrix, before[i].contact)
@@ -1600,8 +1607,11 @@ def compare_objects(
         for when ``finish``)."""
         left_b.discard(i)
         left_a.discard(j)
-        grew = math.log(after[j].area / max(before[i].area, 1) / growth)
-        if finish and abs(grew) <= _WHOLE_IN_BOTH and _material_changed(before[i], after[j]):
+        if (
+            finish
+            and abs(_size_gap(before[i], after[j], growth)) <= _WHOLE_IN_BOTH
+            and _material_changed(before[i], after[j])
+        ):
             mb, ma = before[i].features["p_metal"], after[j].features["p_metal"]
             new = "metal" if ma > mb else "rubber"
             was = replace(before[i], material="rubber" if new == "metal" else "metal")
@@ -1683,7 +1693,7 @@ def compare_objects(
     matched_b = np.zeros((size[1], size[0]), bool)
     matched_a = np.zeros((size[1], size[0]), bool)
     for i, j in fit.pairs:
-        grew = math.log(after[j].area / max(before[i].area, 1) / growth)
+        grew = _size_gap(before[i], after[j], growth)
         if grew < _SWALLOWED:
             matched_a |= after[j].mask
         if grew > -_SWALLOWED:

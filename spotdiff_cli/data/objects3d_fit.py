@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -107,6 +108,15 @@ def _iou(a: tuple, b: tuple) -> float:
     return inter / max(1e-9, aw * ah + bw * bh - inter)
 
 
+def _scene_folds(rows: list[dict], folds: int = 5) -> Iterator[np.ndarray]:
+    """The cross-validation's test rows, fold by fold: every ``folds``-th scene, whole (its
+    three views together, so no view of a test scene is trained on)."""
+    scenes = np.array([r["scene"] for r in rows])
+    order = sorted(set(scenes.tolist()))
+    for k in range(folds):
+        yield np.isin(scenes, order[k::folds])
+
+
 def _matrix(rows: list[dict], features: dict[str, bool]) -> np.ndarray:
     return np.array(
         [
@@ -139,11 +149,8 @@ def fit(rows: list[dict], features: dict[str, bool], label: str, classes: list[s
     """Cross-validated accuracy and the final model (weights per class on raw features)."""
     x = _matrix(rows, features)
     y = np.array([classes.index(r[label]) for r in rows])
-    scenes = np.array([r["scene"] for r in rows])
-    folds = sorted(set(scenes.tolist()))
     right = 0
-    for k in range(5):
-        test = np.isin(scenes, folds[k::5])
+    for test in _scene_folds(rows):
         mu, sd = x[~test].mean(axis=0), x[~test].std(axis=0) + 1e-9
         w = _logistic((x[~test] - mu) / sd, y[~test], len(classes))
         z = np.column_stack((np.ones(test.sum()), (x[test] - mu) / sd)) @ w
@@ -170,8 +177,6 @@ def fit_trees(rows: list[dict], out: Path) -> None:
 
     x = np.array([[r.get(k, 0.0) for k in TREE_FEATURES] for r in rows], np.float64)
     y = np.array([r["material"] == "metal" for r in rows])
-    scenes = np.array([r["scene"] for r in rows])
-    folds = sorted(set(scenes.tolist()))
 
     def model() -> HistGradientBoostingClassifier:
         return HistGradientBoostingClassifier(
@@ -179,8 +184,7 @@ def fit_trees(rows: list[dict], out: Path) -> None:
         )
 
     right = 0
-    for k in range(5):
-        test = np.isin(scenes, folds[k::5])
+    for test in _scene_folds(rows):
         right += int((model().fit(x[~test], y[~test]).predict(x[test]) == y[test]).sum())
     print(f"material trees: cross-validated accuracy {right / len(rows):.3f}")
     final = model().fit(x, y)
@@ -223,6 +227,9 @@ def main() -> None:
         "--trees", type=Path, help="also fit the material trees and write them here (json)"
     )
     args = parser.parse_args()
+    for folder in args.folders:
+        if not (folder / "clevr.json").is_file():
+            parser.error(f"{folder}: not a render of `spotdiff data clevr` (no clevr.json)")
     rows = []
     for number, folder in enumerate(args.folders):
         # Scenes of different renders are different scenes for the cross-validation's folds.
