@@ -406,3 +406,36 @@ def test_direction_teacher_hands_the_decoder_the_known_direction() -> None:
         assert torch.allclose(words[0], model.direction_in(one_hot[0]))
         assert torch.allclose(words[1], model.direction_in(one_hot[1]))
         assert torch.allclose(words[2], answered[2])  # not known: the head's answer
+
+
+def test_symmetric_memory_leaves_the_direction_to_the_heads_answer() -> None:
+    """symmetric_memory: the decoder reads the two images' tokens as their mean and absolute
+    difference, the same for the pair read the other way round, so the words differ between
+    the two directions only through the head's answer; the head still reads the halves apart.
+    It needs direction_to_speaker (nothing else would tell the words the direction)."""
+    from spotdiff_cli.captioners.clip4idc.model import CLIP4IDCCaptioner
+
+    cells = torch.randn(2, 10, 8)
+    swapped = torch.cat([cells[:, 5:], cells[:, :5]], dim=1)
+    seen = CLIP4IDCCaptioner.symmetric(cells)
+    assert seen.shape == cells.shape
+    assert torch.allclose(CLIP4IDCCaptioner.symmetric(swapped), seen)
+    assert torch.allclose(seen[:, :5], (cells[:, :5] + cells[:, 5:]) / 2)
+    assert torch.allclose(seen[:, 5:], (cells[:, 5:] - cells[:, :5]).abs())
+    vocab = make_vocab()
+    with pytest.raises(ModelError, match="direction_to_speaker"):
+        build(vocab, direction_weight=1.0, symmetric_memory=True)
+    model = build(
+        vocab, direction_weight=1.0, direction_to_speaker=True, symmetric_memory=True
+    ).eval()
+    batch = model._prepare(make_batch(vocab))
+    with torch.no_grad():
+        cells, pooled = model.caption_memory(model.encode(batch))
+        read, _, words = model.speaker_memory(cells, pooled)
+        assert torch.allclose(read, CLIP4IDCCaptioner.symmetric(cells))
+        probs = torch.softmax(model.direction_head(model.direction_features(cells)), -1)
+        assert torch.allclose(words, model.direction_in(probs))  # the head: halves apart
+    # the loss and the decoding go through the same memory
+    first, last = fit(model, {**batch, "direction": torch.tensor([1, 0, -1, 1])}, "caption")
+    assert last < first
+    assert len(model.eval().generate(batch, 1, beam=2, max_len=6)) == len(batch["tokens"])

@@ -59,6 +59,12 @@ _DEFAULTS: dict[str, Any] = {
     # ... and in training, the known direction (one-hot) handed to the decoder instead of the
     # head's answer, so the words learn to follow it (the head's answer where it is not known).
     "direction_teacher": False,
+    # ... and the decoder reads the two images' tokens only as what both show and what differs
+    # (their mean and absolute difference, token by token), so which image holds the object
+    # reaches the words from the head's answer alone: with the halves as they are, the decoder
+    # read real frames against that answer ("the person in black has left" where the head said
+    # arrival with P 1.0, forced or not). Needs direction_to_speaker.
+    "symmetric_memory": False,
 }
 # Tiny variant for tests: a step on CPU in milliseconds, no text encoder files.
 _TINY: dict[str, Any] = {
@@ -107,6 +113,12 @@ def check_config(name: str, config: dict[str, Any]) -> None:
         raise ModelError(f"'{name}' needs at least one vision layer (intra_layers + inter_layers)")
     if int(config["text_max_len"]) < 4:
         raise ModelError(f"'{name}' setting 'text_max_len' must be at least 4")
+    if config.get("symmetric_memory") and not config.get("direction_to_speaker"):
+        raise ModelError(
+            f"'{name}' symmetric_memory hides from the decoder which image holds what, which "
+            "only direction_to_speaker then tells it: set direction_to_speaker: true "
+            "(and direction_weight > 0)"
+        )
 
 
 FAMILY = LearnedFamily(
@@ -114,7 +126,13 @@ FAMILY = LearnedFamily(
     default_config,
     check_config,
     # Added after the first checkpoints; a config without it reads as the behaviour of that time.
-    later=("repetition_guard", "direction_weight", "direction_to_speaker", "direction_teacher"),
+    later=(
+        "repetition_guard",
+        "direction_weight",
+        "direction_to_speaker",
+        "direction_teacher",
+        "symmetric_memory",
+    ),
 )
 
 

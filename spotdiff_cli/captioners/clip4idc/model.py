@@ -280,7 +280,19 @@ class CLIP4IDCCaptioner(GradientCaptioner):
             return cells, pooled, None
         probs = torch.softmax(self.direction_head(self.direction_features(cells)), dim=-1)
         # known (B,): the direction the data says (>= 0) replaces the answer (direction_teacher)
-        return cells, pooled, self.direction_in(taught(probs, known))
+        words = self.direction_in(taught(probs, known))
+        if self.config.get("symmetric_memory"):
+            cells = self.symmetric(cells)
+        return cells, pooled, words
+
+    @staticmethod
+    def symmetric(cells: Tensor) -> Tensor:
+        """(B, 2(n + 1), H) memory -> the same shape, the same for the pair swapped: the two
+        images' tokens' mean, then their absolute difference, token by token (``symmetric_memory``:
+        which image holds the object is then the head's answer alone)."""
+        half = cells.shape[1] // 2
+        before, after = cells[:, :half], cells[:, half:]
+        return torch.cat([(before + after) / 2, (after - before).abs()], dim=1)
 
     @staticmethod
     def direction_features(cells: Tensor) -> Tensor:
