@@ -17,6 +17,8 @@ test, trained on procedural scenes only, failed it on every model they had.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from conftest import media, video_frame
@@ -92,27 +94,11 @@ def test_the_judge_catches_what_the_old_weights_wrote() -> None:
 KNOWN_WRONG: dict[tuple[str, str, int, int], str] = {
     ("ddla", ROOM, 900, 1020): "reads the woman who walks in as moved: 'the person in green "
     "walked to the center'",
+    # clip4idc told every arrival here as a departure until its recipe set symmetric_memory
+    # (docs/results.md); duda, duda-aux and idc-pcl did until their speakers read the direction
+    # objective's answer.
+    ("clip4idc", LOT, 300, 330): "reads the arriving car as repainted: 'the silver car is now red'",
 }
-
-# The change-gated weights' one failure: each arrival of the held-out pairs (the car, the woman,
-# the man) told as a departure. Model -> what it writes for the three, in that order. (duda,
-# duda-aux and idc-pcl, once on this list too, tell all three since their speakers read the
-# direction objective's answer.)
-ARRIVALS_TOLD_AS_DEPARTURES: dict[str, tuple[str, str, str]] = {
-    "clip4idc": (
-        "the silver car that was near the right side is missing",
-        "the person in black is no longer at the right side of the image",
-        "the person in black is no longer at the right side of the image",
-    ),
-}
-ARRIVALS = (
-    (LOT, 300, 330, "the arriving car"),
-    (ROOM, 900, 1020, "the woman who walks in"),
-    (ROOM, 1230, 1290, "the man who walks in"),
-)
-for _model, _sentences in ARRIVALS_TOLD_AS_DEPARTURES.items():
-    for (_clip, _a, _b, _who), _said in zip(ARRIVALS, _sentences):
-        KNOWN_WRONG[(_model, _clip, _a, _b)] = f"reads {_who} as leaving: '{_said}'"
 
 
 def _pair_cases(models, pairs, wrong: dict, reason, label) -> list:
@@ -170,54 +156,92 @@ def test_shipped_weights_name_the_change_and_the_object_on_held_out_real_frames(
 # Pairs from cameras none of the shipped weights saw any frame of (benchmarks/annotations/
 # real_pairs.json, 'held_out'): the Intel GIF's car park, where a car, a cyclist and a pedestrian
 # all move between frames 0 and 40, and the tiger photo with a speech bubble pasted on it (an
-# addition; no noun is fair). (name, before, after, change type, object or None)
+# addition; no noun is fair); and, annotated 2026-11-27 (tests/data/other_footage/README.md),
+# two more cameras of the same CC BY collection, frames kept in this repository: a hall seen
+# through a wide lens that a person walks out of (and, read the other way round, into), and a
+# store aisle a woman walks into while two shoppers turn along it (and the reverse).
+# (name, before, after, change type, object or None); a source is (clip or photo in
+# ../shared/media, frame index or None) or (file in tests/data/other_footage, "repo").
 GIF = "intel_person-bicycle-car-detection.gif"
 OTHER_FOOTAGE = [
     ("gif", (GIF, 0), (GIF, 40), "move", ("car", "bicycle", "person")),
     ("tiger", ("odiff_tiger.jpg", None), ("odiff_tiger-2.jpg", None), "add", None),
+    ("hall-out", ("hall-00.png", "repo"), ("hall-20.png", "repo"), "drop", "person"),
+    ("hall-in", ("hall-20.png", "repo"), ("hall-00.png", "repo"), "add", "person"),
+    ("aisle-in", ("aisle-00.png", "repo"), ("aisle-36.png", "repo"), "add", "person"),
+    ("aisle-out", ("aisle-36.png", "repo"), ("aisle-00.png", "repo"), "drop", "person"),
 ]
-# What the shipped weights write there, as measured on 2026-11-26 (capt's, ddla's, duda-aux's and
-# idc-pcl's 2026-11-27; strict: a pair that starts passing must come off the list). Every model
-# reads the GIF's moves as a departure (duda and idc-pcl, since they tell arrivals, as an
-# arrival); only idc-pcl names the tiger's change as an addition ("a new two scenes parked in
-# the right": the lexicon reads the type, there is no object to name).
-# Model -> (its sentence for the GIF, for the tiger, or None where it passes).
-OTHER_FOOTAGE_SAID: dict[str, tuple[str, str | None]] = {
-    "ddla": (
-        "the silver car is no longer in the right side of the image",
-        "the large brown metallic cylinder is now metallic",
-    ),
-    "capt": (
-        "the silver car that was near the left side of the image is missing",
-        "the large green metallic cylinder is now made of metal",
-    ),
-    "duda": (
-        "the person in black is now standing in the left side of the image",
-        "the scene is the same as before",
-    ),
-    "duda-aux": (
-        "the silver sedan that was near the left side of the image is missing",
-        "the scene is the same as before",
-    ),
-    "onediff": (
-        "the person in black is no longer in the left side",
-        "the blue car is no longer at the right side",
-    ),
-    "clip4idc": (
-        "the silver car that was near the right side is missing",
-        "the scene is the same as before",
-    ),
-    "idc-pcl": ("the red car is now parked at the left side of the image", None),
+# The four pairs of the two new cameras: 28 more pairs described, run with -m slow (the default
+# run's budget, as for the third camera below).
+NEW_CAMERAS = ("hall-out", "hall-in", "aisle-in", "aisle-out")
+# What the shipped weights write there, as measured (the GIF and the tiger on 2026-11-26, capt's,
+# ddla's, duda-aux's and idc-pcl's 2026-11-27; the two new cameras 2026-11-27, once; strict: a
+# pair that starts passing must come off the list). Every model reads the GIF's moves as a
+# departure (duda and idc-pcl, since they tell arrivals, as an arrival); only idc-pcl names the
+# tiger's change as an addition ("a new two scenes parked in the right": the lexicon reads the
+# type, there is no object to name). On the new cameras ddla and capt get three of four, idc-pcl
+# two, duda, onediff and clip4idc one, duda-aux none: the families that tell arrivals on the two
+# cameras they were trained on mostly do not on a third.
+# Model -> {pair name: its first sentence where it is wrong}.
+OTHER_FOOTAGE_SAID: dict[str, dict[str, str]] = {
+    "ddla": {
+        "gif": "the silver car is no longer in the right side of the image",
+        "tiger": "the large brown metallic cylinder is now metallic",
+        "aisle-in": "the red car is in a different spot",
+    },
+    "capt": {
+        "gif": "the silver car that was near the left side of the image is missing",
+        "tiger": "the large green metallic cylinder is now made of metal",
+        "aisle-in": "the person in green is in a different spot",
+    },
+    "duda": {
+        "gif": "the person in black is now standing in the left side of the image",
+        "tiger": "the scene is the same as before",
+        "hall-out": "the silver car that was at the right side of the image is missing",
+        "hall-in": "the small gray matte cylinder changed its color to blue",
+        "aisle-in": "the person in green is no longer at the right side",
+    },
+    "duda-aux": {
+        "gif": "the silver sedan that was near the left side of the image is missing",
+        "tiger": "the scene is the same as before",
+        "hall-out": "the silver car that was near the right side of the image is missing",
+        "hall-in": "the silver car that was near the right side of the image is missing",
+        "aisle-in": "the person in green that was near the left side of the image is missing",
+        "aisle-out": "a new person in black is now standing near the left side",
+    },
+    "onediff": {
+        "gif": "the person in black is no longer in the left side",
+        "tiger": "the blue car is no longer at the right side",
+        "hall-in": "the person in green is no longer in the left side",
+        "aisle-in": "the red car is in a different spot",
+        "aisle-out": "a new red car is in the right side",
+    },
+    "clip4idc": {  # retrained with symmetric_memory; the weights before it: also 1 of 4 there
+        "gif": "the silver car is now red",
+        "tiger": "the scene is the same as before",
+        "hall-in": "the scene is the same as before",
+        "aisle-in": "the person in black that was near the left side of the image is missing",
+        "aisle-out": "the person in black is in a different spot",
+    },
+    "idc-pcl": {
+        "gif": "the red car is now parked at the left side of the image",
+        "aisle-in": "the person in black that was near the right side of the image is missing",
+        "aisle-out": "a person in black is now standing at the left side of the image",
+    },
 }
+OTHER_FILES = Path(__file__).parent / "data" / "other_footage"
 
 
-def _image(source: tuple[str, int | None]):
-    """A frame of a clip, or a photo when the index is None, as (H, W, 3) uint8 RGB."""
+def _image(source: tuple[str, int | str | None]):
+    """A frame of a clip, a photo when the index is None, or a frame kept in
+    tests/data/other_footage ("repo"), as (H, W, 3) uint8 RGB."""
     import cv2
 
     name, index = source
+    if index == "repo":
+        return cv2.cvtColor(cv2.imread(str(OTHER_FILES / name)), cv2.COLOR_BGR2RGB)
     if index is not None:
-        return video_frame(name, index)
+        return video_frame(name, int(index))
     return cv2.cvtColor(cv2.imread(str(media(name))), cv2.COLOR_BGR2RGB)
 
 
@@ -225,9 +249,10 @@ def _other_cases() -> list:
     cases = []
     for model in SHIPPED:
         for name, before, after, change, noun in OTHER_FOOTAGE:
-            said = dict(zip(("gif", "tiger"), OTHER_FOOTAGE_SAID[model]))[name]
-            why = f"writes '{said}'" if said else None
-            marks = [pytest.mark.xfail(reason=why, strict=True)] if why else []
+            said = OTHER_FOOTAGE_SAID[model].get(name)
+            marks = [pytest.mark.xfail(reason=f"writes '{said}'", strict=True)] if said else []
+            if name in NEW_CAMERAS:
+                marks.append(pytest.mark.slow)
             cases.append(
                 pytest.param(model, before, after, change, noun, marks=marks, id=f"{model}-{name}")
             )
@@ -238,8 +263,8 @@ def _other_cases() -> list:
 def test_shipped_weights_on_cameras_they_never_saw(
     describers: dict[str, PairDescriber],
     model: str,
-    before: tuple[str, int | None],
-    after: tuple[str, int | None],
+    before: tuple[str, int | str | None],
+    after: tuple[str, int | str | None],
     change: str,
     noun: tuple[str, ...] | None,
 ) -> None:
@@ -269,8 +294,10 @@ THIRD_CAMERA_WRONG: dict[tuple[str, str, int, int], str] = {
     ("duda-aux", MOTORWAY, 40, 90): "the silver car that was near the right side of the image "
     "is missing",
     ("onediff", MOTORWAY, 500, 540): "the red car is no longer at the right side",
-    ("clip4idc", MOTORWAY, 40, 90): "the red car that was near the right side is missing",
-    ("clip4idc", MOTORWAY, 500, 540): "the silver car that was near the right side is missing",
+    # clip4idc-real.pt retrained with symmetric_memory (2026-11-27, third stop), run here once
+    # after: the first arrival now told ("a red car is now parked near the right"); before, both
+    # read as departures.
+    ("clip4idc", MOTORWAY, 500, 540): "the silver car is now red",
 }
 
 
