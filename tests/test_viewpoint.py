@@ -940,3 +940,23 @@ def test_a_grey_object_is_gone_only_where_the_other_view_is_as_bright_as_floor()
     # Plain floor is floor; and a red object's place shows no red there either way.
     assert _shows_floor(maps, on_floor, grey)
     assert _shows_floor(maps, on_ball, _seen(colour="red"))
+
+
+def test_a_dark_object_behind_a_coloured_one_is_no_cap():
+    from spotdiff_cli.analysis.objects3d import _stands_behind
+
+    # A dark metal sphere half hidden behind a nearer coloured object, above it and within its
+    # columns: a disc that fills its box (0.79), 700 px of a 480x320 frame, touching the
+    # coloured part along a third of its outline: an object of its own.
+    sphere = np.zeros((320, 480), bool)
+    cv2.circle(sphere.view(np.uint8), (200, 100), 15, 1, -1)
+    assert _stands_behind(sphere, 0.3)
+    # A metal's dark cap (the far floor it mirrors): a thin crescent, a fifth of its box.
+    cap = np.zeros((320, 480), np.uint8)
+    cv2.ellipse(cap, (200, 100), (30, 12), 0, 180, 360, 1, 3)
+    assert not _stands_behind(cap.astype(bool), 0.3)
+    # ... nor a disc the coloured object holds along half its outline, nor a sliver of 300 px.
+    assert not _stands_behind(sphere, 0.45)
+    small = np.zeros((320, 480), bool)
+    cv2.circle(small.view(np.uint8), (200, 100), 9, 1, -1)
+    assert not _stands_behind(small, 0.3)
