@@ -275,7 +275,9 @@ class CLIP4IDCCaptioner(GradientCaptioner):
         the direction head's (P(departure), P(arrival)) through W_d when
         ``direction_to_speaker``: added to every word's input (``TransformerDecoder.start``),
         as duda's LSTM reads it at every step. Added to the memory token instead (1651bd7) it
-        left the words as they were: every held-out arrival still "no longer in the ... side"."""
+        left the words as they were: every held-out arrival still "no longer in the ... side".
+        With ``symmetric_memory`` the cells are :meth:`symmetric`'s (the head reads them
+        before)."""
         if self.direction_in is None:
             return cells, pooled, None
         probs = torch.softmax(self.direction_head(self.direction_features(cells)), dim=-1)
