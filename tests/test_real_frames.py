@@ -177,11 +177,11 @@ NEW_CAMERAS = ("hall-out", "hall-in", "aisle-in", "aisle-out")
 # What the shipped weights write there, as measured (the GIF and the tiger on 2026-11-26, capt's,
 # ddla's, duda-aux's and idc-pcl's 2026-11-27; the two new cameras 2026-11-27, once; strict: a
 # pair that starts passing must come off the list). Every model reads the GIF's moves as a
-# departure (duda and idc-pcl, since they tell arrivals, as an arrival); only idc-pcl names the
-# tiger's change as an addition ("a new two scenes parked in the right": the lexicon reads the
-# type, there is no object to name). On the new cameras ddla and capt get three of four, idc-pcl
-# two, duda, onediff and clip4idc one, duda-aux none: the families that tell arrivals on the two
-# cameras they were trained on mostly do not on a third.
+# departure (duda and idc-pcl, since they tell arrivals, as an arrival; clip4idc, retrained, as
+# a repaint); only idc-pcl names the tiger's change as an addition ("a new two scenes parked in
+# the right": the lexicon reads the type, there is no object to name). On the new cameras ddla
+# and capt get three of four, idc-pcl two, duda, onediff and clip4idc one, duda-aux none: the
+# families that tell arrivals on the two cameras they were trained on mostly do not on a third.
 # Model -> {pair name: its first sentence where it is wrong}.
 OTHER_FOOTAGE_SAID: dict[str, dict[str, str]] = {
     "ddla": {
