@@ -161,15 +161,40 @@ def test_shipped_weights_name_the_change_and_the_object_on_held_out_real_frames(
 # through a wide lens that a person walks out of (and, read the other way round, into), and a
 # store aisle a woman walks into while two shoppers turn along it (and the reverse).
 # (name, before, after, change type, object or None); a source is (clip or photo in
-# ../shared/media, frame index or None) or (file in tests/data/other_footage, "repo").
+# ../shared/media, frame index or None); a Path is a frame kept in tests/data/other_footage.
 GIF = "intel_person-bicycle-car-detection.gif"
+OTHER_FILES = Path(__file__).parent / "data" / "other_footage"
 OTHER_FOOTAGE = [
     ("gif", (GIF, 0), (GIF, 40), "move", ("car", "bicycle", "person")),
     ("tiger", ("odiff_tiger.jpg", None), ("odiff_tiger-2.jpg", None), "add", None),
-    ("hall-out", ("hall-00.png", "repo"), ("hall-20.png", "repo"), "drop", "person"),
-    ("hall-in", ("hall-20.png", "repo"), ("hall-00.png", "repo"), "add", "person"),
-    ("aisle-in", ("aisle-00.png", "repo"), ("aisle-36.png", "repo"), "add", "person"),
-    ("aisle-out", ("aisle-36.png", "repo"), ("aisle-00.png", "repo"), "drop", "person"),
+    (
+        "hall-out",
+        (OTHER_FILES / "hall-00.png", None),
+        (OTHER_FILES / "hall-20.png", None),
+        "drop",
+        "person",
+    ),
+    (
+        "hall-in",
+        (OTHER_FILES / "hall-20.png", None),
+        (OTHER_FILES / "hall-00.png", None),
+        "add",
+        "person",
+    ),
+    (
+        "aisle-in",
+        (OTHER_FILES / "aisle-00.png", None),
+        (OTHER_FILES / "aisle-36.png", None),
+        "add",
+        "person",
+    ),
+    (
+        "aisle-out",
+        (OTHER_FILES / "aisle-36.png", None),
+        (OTHER_FILES / "aisle-00.png", None),
+        "drop",
+        "person",
+    ),
 ]
 # The four pairs of the two new cameras: 28 more pairs described, run with -m slow (the default
 # run's budget, as for the third camera below).
@@ -229,20 +254,18 @@ OTHER_FOOTAGE_SAID: dict[str, dict[str, str]] = {
         "aisle-out": "a person in black is now standing at the left side of the image",
     },
 }
-OTHER_FILES = Path(__file__).parent / "data" / "other_footage"
 
 
-def _image(source: tuple[str, int | str | None]):
-    """A frame of a clip, a photo when the index is None, or a frame kept in
-    tests/data/other_footage ("repo"), as (H, W, 3) uint8 RGB."""
+def _image(source: tuple[str | Path, int | None]):
+    """A frame of a clip, or a photo when the index is None (in ../shared/media, or a Path), as
+    (H, W, 3) uint8 RGB."""
     import cv2
 
     name, index = source
-    if index == "repo":
-        return cv2.cvtColor(cv2.imread(str(OTHER_FILES / name)), cv2.COLOR_BGR2RGB)
     if index is not None:
-        return video_frame(name, int(index))
-    return cv2.cvtColor(cv2.imread(str(media(name))), cv2.COLOR_BGR2RGB)
+        return video_frame(str(name), index)
+    path = name if isinstance(name, Path) else media(name)
+    return cv2.cvtColor(cv2.imread(str(path)), cv2.COLOR_BGR2RGB)
 
 
 def _other_cases() -> list:
@@ -263,8 +286,8 @@ def _other_cases() -> list:
 def test_shipped_weights_on_cameras_they_never_saw(
     describers: dict[str, PairDescriber],
     model: str,
-    before: tuple[str, int | str | None],
-    after: tuple[str, int | str | None],
+    before: tuple[str | Path, int | None],
+    after: tuple[str | Path, int | None],
     change: str,
     noun: tuple[str, ...] | None,
 ) -> None:
