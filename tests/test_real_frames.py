@@ -164,37 +164,20 @@ def test_shipped_weights_name_the_change_and_the_object_on_held_out_real_frames(
 # ../shared/media, frame index or None); a Path is a frame kept in tests/data/other_footage.
 GIF = "intel_person-bicycle-car-detection.gif"
 OTHER_FILES = Path(__file__).parent / "data" / "other_footage"
+
+
+def _kept(name: str) -> tuple[Path, None]:
+    """A frame of tests/data/other_footage, as an OTHER_FOOTAGE source."""
+    return OTHER_FILES / f"{name}.png", None
+
+
 OTHER_FOOTAGE = [
     ("gif", (GIF, 0), (GIF, 40), "move", ("car", "bicycle", "person")),
     ("tiger", ("odiff_tiger.jpg", None), ("odiff_tiger-2.jpg", None), "add", None),
-    (
-        "hall-out",
-        (OTHER_FILES / "hall-00.png", None),
-        (OTHER_FILES / "hall-20.png", None),
-        "drop",
-        "person",
-    ),
-    (
-        "hall-in",
-        (OTHER_FILES / "hall-20.png", None),
-        (OTHER_FILES / "hall-00.png", None),
-        "add",
-        "person",
-    ),
-    (
-        "aisle-in",
-        (OTHER_FILES / "aisle-00.png", None),
-        (OTHER_FILES / "aisle-36.png", None),
-        "add",
-        "person",
-    ),
-    (
-        "aisle-out",
-        (OTHER_FILES / "aisle-36.png", None),
-        (OTHER_FILES / "aisle-00.png", None),
-        "drop",
-        "person",
-    ),
+    ("hall-out", _kept("hall-00"), _kept("hall-20"), "drop", "person"),
+    ("hall-in", _kept("hall-20"), _kept("hall-00"), "add", "person"),
+    ("aisle-in", _kept("aisle-00"), _kept("aisle-36"), "add", "person"),
+    ("aisle-out", _kept("aisle-36"), _kept("aisle-00"), "drop", "person"),
 ]
 # The four pairs of the two new cameras: 28 more pairs described, run with -m slow (the default
 # run's budget, as for the third camera below).
