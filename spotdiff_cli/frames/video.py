@@ -21,6 +21,7 @@ converts only selected frames). The thresholds come from ``benchmarks/decode.py`
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import itertools
 import math
@@ -31,7 +32,7 @@ import shutil
 import subprocess
 import threading
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal
@@ -42,6 +43,7 @@ from ..errors import InputError, UsageError
 from ..types import Frame
 from .base import TIME_EPS, DecodeStats, FrameSource, SourceInfo, next_target
 from .files import not_a_file_hint, special_kind
+from .keyframes import KeyframePlan, PacketIndex, frame_plan, scan_packets, time_plan
 
 __all__ = [
     "VideoSource",
@@ -512,6 +514,11 @@ class _FFmpegReader:
         # FrameSource.focus: cut out in ffmpeg (focus_cut), the rest piped once per second
         self.focus: tuple[int, int, int, int] | None = None
         self.fps = self.info.fps or 25.0
+        # Decode only the keyframes where they are all a dense sampling keeps (keyframes.py);
+        # False: always decode every frame (the tests compare the two).
+        self.keyframes = True
+        self._packet_index: PacketIndex | None | bool = False  # False: not scanned yet
+        self.keyframe_fallbacks = 0  # plans the decoded frames disagreed with
 
     def _probe(self) -> tuple[SourceInfo, float]:
         # `ffmpeg -i file` with no output prints the container and stream summary and exits 1.
@@ -554,16 +561,21 @@ class _FFmpegReader:
         limit: float | None,
         max_frames: int | None,
         interval: float | None = None,
+        keyframes_only: bool = False,
     ) -> Iterator[tuple[np.ndarray, float, int]]:
         """Yield (rgb, timestamp, n) for frames ffmpeg selects. ``n`` counts decoded frames of this
         run from 0. ``seek``: -ss position (accurate seek, decodes from the previous keyframe).
         ``limit``: stop reading input at this timestamp. ``max_frames``: stop after this many.
         ``interval``: seconds between the frames it delivers (a dense run), for a ``focus``:
-        the rest of the frame is then piped every FOCUS_REFRESH_S (:func:`focus_cut`)."""
+        the rest of the frame is then piped every FOCUS_REFRESH_S (:func:`focus_cut`).
+        ``keyframes_only``: the decoder skips every other frame (``-skip_frame nokey``; the
+        ``n`` it yields then counts keyframes, see :meth:`_planned`)."""
         import ffmpeg
 
         in_kwargs: dict[str, object] = {"copyts": None}  # keep absolute PTS after -ss
         in_kwargs["threads"] = DECODE_THREADS
+        if keyframes_only:
+            in_kwargs["skip_frame"] = "nokey"
         if seek is not None and seek > 0:
             in_kwargs["ss"] = f"{seek:.6f}"
             self.stats.seeks += 1
@@ -629,6 +641,58 @@ class _FFmpegReader:
                 f"{self.path}: ffmpeg could not decode it ({' '.join(pipe.tail[-1:]) or 'no frames'}); {_VIDEO_HINT}"
             )
 
+    def _packets(self) -> PacketIndex | None:
+        """The stream's packets (:func:`keyframes.scan_packets`), scanned once per source."""
+        if self._packet_index is False:
+            self._packet_index = scan_packets(self.exe, str(self.path))
+        return self._packet_index  # type: ignore[return-value]
+
+    def _planned(
+        self,
+        plan: KeyframePlan,
+        select: str | None,
+        limit: float | None,
+        interval: float,
+    ) -> Iterator[tuple[np.ndarray, float, int]]:
+        """The frames of the ordinary dense pass (``select``, from the start), decoded from the
+        keyframes alone as ``plan`` says; if what comes out is not the plan's frames, the rest
+        comes from the ordinary pass, from the first frame not yet delivered."""
+        delivered = 0
+        last: float | None = None
+        frames = self._run(None, plan.select, limit, None, interval, keyframes_only=True)
+        with contextlib.closing(frames):
+            for rgb, ts, _ in frames:
+                if delivered >= len(plan.times) or not _same_time(
+                    ts + self.start_time, plan.times[delivered]
+                ):
+                    break
+                yield rgb, ts, plan.indices[delivered]
+                delivered, last = delivered + 1, ts
+            else:
+                if delivered == len(plan.times) or limit is not None:
+                    return
+        self.keyframe_fallbacks += 1
+        for rgb, ts, n in self._run(None, select, limit, None, interval):
+            if last is None or ts > last + TIME_EPS:
+                yield rgb, ts, n
+
+    def _dense(
+        self,
+        seek: float | None,
+        select: str | None,
+        end: float | None,
+        interval: float,
+        plan: Callable[[PacketIndex], KeyframePlan | None],
+    ) -> Iterator[tuple[np.ndarray, float, int]]:
+        """One pass over the stream (``_run``), from the keyframes alone where ``plan`` finds
+        that every frame ``select`` keeps is one (from the start only: after a seek the
+        ordinary pass counts frames from the seek point)."""
+        index = self._packets() if seek is None and self.keyframes else None
+        found = plan(index) if index is not None else None
+        if found is not None:
+            return self._planned(found, select, end, interval)
+        return self._run(seek, select, end, None, interval)
+
     def _index(self, seek: float | None, n: int, ts: float) -> int:
         # Exact when decoding from the start; after a seek ffmpeg's counter restarts, so the index
         # is estimated from the timestamp (exact for CFR, approximate for VFR).
@@ -664,7 +728,12 @@ class _FFmpegReader:
             )
         seek = start if start > 0 else None
         interval = every if every is not None else 1.0 / self.fps
-        for rgb, ts, n in self._run(seek, select, end, None, interval):
+        frames = (
+            self._dense(seek, select, end, interval, lambda i: time_plan(i, first, every, select))
+            if every is not None
+            else self._run(seek, select, end, None, interval)
+        )
+        for rgb, ts, n in frames:
             if ts < start - TIME_EPS:
                 continue
             if end is not None and ts >= end - TIME_EPS:
@@ -680,7 +749,12 @@ class _FFmpegReader:
             yield from self.sample_seconds(every / self.fps, start, end)
             return
         select = f"not(mod(n,{every}))" if every > 1 else None
-        for rgb, ts, n in self._run(seek, select, end, None, every / self.fps):
+        frames = (
+            self._dense(seek, select, end, every / self.fps, lambda i: frame_plan(i, every))
+            if every > 1
+            else self._run(seek, select, end, None, every / self.fps)
+        )
+        for rgb, ts, n in frames:
             if end is not None and ts >= end - TIME_EPS:
                 return
             yield Frame(pixels=rgb, source=src, timestamp=ts, index=self._index(seek, n, ts))
@@ -982,6 +1056,11 @@ def _showinfo_options(exe: str) -> dict[str, int]:
     """showinfo's per-frame plane checksums cost a third of the decode time of a 720p stream;
     ffmpeg 5.1+ can skip them (``checksum=0``). Older binaries do not know the option."""
     return {"checksum": 0} if "checksum" in (_showinfo_help(exe) or "") else {}
+
+
+def _same_time(got: float, planned: float) -> bool:
+    """Whether a frame's time as showinfo printed it (six significant digits) is ``planned``."""
+    return abs(got - planned) <= max(1e-4, 6e-6 * abs(planned))
 
 
 def _last_error_line(text: str) -> str:
