@@ -290,10 +290,11 @@ def test_the_room_clip_tells_each_visit_as_one_person_event_with_its_path(tmp_pa
     assert result.events[0].track[0][0] == events[0]["track"][0][0]
 
 
-def test_the_look_ahead_changes_no_event_and_takes_the_passes_off_the_captions(monkeypatch):
-    """The detector's passes made ahead on their own thread (ObjectWatcher.look_ahead) only
-    make answers ready: the events are those of a run without it, and the captions' thread
-    makes few passes itself (it made every one before)."""
+def test_passes_made_ahead_change_no_event_and_leave_the_captions_few(monkeypatch):
+    """The detector's passes made ahead (ObjectWatcher.warm on the first looks' thread, the
+    naming passes of ObjectWatcher.look_ahead on a thread of their own) only make answers
+    ready: the events are those of a run without them, and the captions' thread makes few
+    passes itself (it made every one before)."""
     import threading
 
     from conftest import media
@@ -322,9 +323,10 @@ def test_the_look_ahead_changes_no_event_and_takes_the_passes_off_the_captions(m
     total = len(passes)
     passes.clear()
     monkeypatch.setattr(ObjectWatcher, "look_ahead", lambda self, *args: None)
+    monkeypatch.setattr(ObjectWatcher, "warm", lambda self, *args: None)
     assert run() == ahead and ahead
-    # Without it the captions' thread makes the passes the looker's held-change check did not
-    # (that check asks about the changed samples it may carry, on the looker's thread).
+    # Without them the captions' thread makes the passes the looker's held-change check did
+    # not (that check asks about the changed samples it may carry, on the looker's thread).
     assert on_captions <= 0.2 * total and passes.count("MainThread") > on_captions
 
 

@@ -413,7 +413,7 @@ class ObjectDetector:
                     crop,
                     tuple(self._detect(crop, order, size, min_score)),
                 )
-                while len(self._recent) > 8:
+                while len(self._recent) > 16:
                     self._recent.pop(next(iter(self._recent)))
             found = entry[1]
         # Boxes back in the full image.

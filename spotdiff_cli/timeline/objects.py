@@ -144,7 +144,8 @@ class ObjectWatcher:
         self.ending: dict[int, tuple[Track, float]] = {}  # ended visible tracks, grace end
         self.grace = 1.5 * look_every
         self.trail: dict[int, BBox] = {}  # each track's latest change's own box
-        # The look-ahead thread's own state (look_ahead): only that thread touches it.
+        # The first looks' state (warm) and the look-ahead thread's (look_ahead): each touched
+        # by its own thread only.
         self._ahead_at: float | None = None
         self._ahead_changed = False
         self._ahead_clusters: list[Hint] = []  # where the last analysed pair changed
@@ -236,7 +237,7 @@ class ObjectWatcher:
     def movers(self, pixels: np.ndarray, region: BBox | None) -> list:
         """What the detector confidently finds in ``pixels`` (a sample at work size, read-only)
         of the things tracks follow, in work pixels: the pass :meth:`look` and
-        :meth:`look_ahead` make of the same frame (``analysis/detect.py`` keeps the last few),
+        :meth:`warm` make of the same frame (``analysis/detect.py`` keeps the last few),
         so asking costs nothing more. Safe from any thread (it reads no tracking state)."""
         return [d for d in self._found(pixels, region) if d.label in NOUNS and d.score >= MIN_SCORE]
 
@@ -248,33 +249,38 @@ class ObjectWatcher:
         detector = self._detector or default_detector()
         return detector.detect(pixels, region=region, min_score=MIN_TOP_VIEW_SCORE)  # type: ignore[attr-defined]
 
-    def look_ahead(
-        self,
-        time: float,
-        pixels: np.ndarray | None,
-        changed: bool,
-        region: BBox | None,
-        analysis: Analysis | None = None,
-        continues: bool = False,
-    ) -> None:
+    def warm(self, time: float, pixels: np.ndarray, changed: bool, region: BBox | None) -> None:
         """Run the detector now on a sample :meth:`look` will probably want, so its answer is
         ready when it does (``analysis/detect.py`` keeps the last few). Called by the
-        pipeline's look-ahead thread, a few samples before the captions: the pass releases
-        the GIL and runs on the other core while the captions of earlier samples are written.
-        It follows :meth:`wants_look`'s rule for changed samples (the first of a change, then
-        once per ``look_every``), so it rarely looks at a frame :meth:`look` then does not;
-        what it finds is the same either way, so nothing a run reports depends on it.
-
-        ``analysis``: the sample's analysed pair, when its captions will name the changes (the
-        grounded captioner asks the detector about the pair's after frame,
-        ``recognise.detect_for_naming``): that answer is made here too. On the busy motorway
-        the captions' own passes were 97 of 122, all on the captions' thread. Not when every
-        change is where one of the pair before was (``continues``: this pair's before frame is
-        that one's after frame): the captions then take the noun from that pair's (a hint,
-        ``grounded.hint_for``) and ask nothing; with ``--describe-every 0s`` on the motorway,
-        naming every pair ahead made 573 passes where the captions wanted far fewer."""
+        pipeline's first looks, on the decoding thread, as soon as a sample is seen to have
+        changed: the pass releases the GIL and runs there while the analysis thread works on
+        the pairs before, and the held-change check (``pipeline._Looker._held``) and the
+        tracker find it made. It follows :meth:`wants_look`'s rule for changed samples (the
+        first of a change, then once per ``look_every``), so it rarely looks at a frame
+        :meth:`look` then does not; what it finds is the same either way, so nothing a run
+        reports depends on it. ``pixels``: the sample at work size, read-only (the array the
+        later stages ask about: the detector knows a frame by its memory)."""
         starts = changed and not self._ahead_changed
         self._ahead_changed = changed
+        if not changed:
+            return
+        if not starts and self._ahead_at is not None:
+            if time - self._ahead_at < 0.9 * self.look_every:
+                return
+        self._ahead_at = time
+        self._found(pixels, region)
+
+    def look_ahead(self, analysis: Analysis | None, continues: bool = False) -> None:
+        """Make the detector's answer for naming an analysed pair's changes ready before the
+        captions ask (the grounded captioner asks about the pair's after frame,
+        ``recognise.detect_for_naming``). Called by the pipeline's look-ahead thread, a few
+        samples before the captions: on the busy motorway the captions' own passes were 97
+        of 122, all on the captions' thread. Not when every change is where one of the pair
+        before was (``continues``: this pair's before frame is that one's after frame): the
+        captions then take the noun from that pair's (a hint, ``grounded.hint_for``) and ask
+        nothing; with ``--describe-every 0s`` on the motorway, naming every pair ahead made
+        573 passes where the captions wanted far fewer. ``analysis``: None for a sample
+        without an analysed pair (the hints then start again)."""
         before, self._ahead_clusters = (
             self._ahead_clusters,
             ([Hint(c.bbox, "") for c in analysis.clusters] if analysis is not None else []),
@@ -285,13 +291,6 @@ class ObjectWatcher:
             from ..analysis.recognise import detect_for_naming, watched_area
 
             detect_for_naming(analysis.pair.after.pixels, watched_area(analysis.valid))
-        if pixels is None or not changed:
-            return
-        if not starts and self._ahead_at is not None:
-            if time - self._ahead_at < 0.9 * self.look_every:
-                return
-        self._ahead_at = time
-        self._found(pixels, region)
 
     def look(
         self,

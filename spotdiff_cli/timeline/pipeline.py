@@ -244,6 +244,30 @@ class _Sample:
     holding: bool = False
 
 
+@dataclass(frozen=True)
+class _View:
+    """The watched area at the working size, fixed by the first frame."""
+
+    watch: np.ndarray | None  # (H, W) bool, work pixels; None: the whole frame
+    watch_thumb: np.ndarray | None  # the same over the thumbnail of ``crop``
+    crop: tuple[slice, slice]  # the watched area's bounding box, work pixels
+    analysis: AnalysisConfig  # size thresholds relative to the watched area
+
+
+@dataclass(frozen=True)
+class _Seen:
+    """One frame at the working size after its first look (``_Looker.first_looks``)."""
+
+    timestamp: float
+    pixels: np.ndarray  # (H, W, 3) uint8, work size, read-only
+    thumb: np.ndarray  # the first look's thumbnail of the watched box
+    base: np.ndarray | None  # what it is compared with; None: nothing yet
+    base_thumb: np.ndarray | None  # the same as a thumbnail; None when not compared
+    share: float | None  # changed share of the (watched) thumbnail; None: not compared
+    replaying: bool  # re-read to rebuild the comparison state of a resumed run
+    view: _View
+
+
 class _Looker:
     """The per-sample work that does not depend on captions: bring the frame to the working
     size, keep what it is compared with, take the cheap first look (Spot-the-diff §2.1's lower
@@ -273,6 +297,9 @@ class _Looker:
         # run when it follows objects): a change that is only they standing where they were
         # last described is carried, not analysed again (``_held``).
         self.movers: Callable[[np.ndarray, BBox | None], list] | None = None
+        # The detector's pass made as soon as a sample is seen to change (``ObjectWatcher.warm``:
+        # time, pixels, changed, region), so later stages find it made.
+        self.warm: Callable[[float, np.ndarray, bool, BBox | None], None] | None = None
         self._described: tuple[np.ndarray, list | None] | None = None  # (frame, its movers)
         if resume_at is not None:
             self.cadence.active, self.cadence.found = resume_at.active, resume_at.found
@@ -341,14 +368,25 @@ class _Looker:
         changed = changed_pixels(base_thumb, thumb, watch_thumb, analysis)
         return held_by(now, described, changed, to_thumb)
 
-    def look(self, frames: Iterator[Frame]) -> Iterator[_Sample]:
+    def first_looks(self, frames: Iterator[Frame]) -> Iterator[_Seen]:
+        """Each frame brought to the working size, with its first look: what it is compared
+        with and how much of the (watched) thumbnail changed. Nothing here depends on an
+        analysis, so it runs on the decoding thread, ahead of :meth:`look`; a sample seen to
+        change has the detector's pass made here too (``warm``), beside the analysis of the
+        pairs before it on the other thread."""
+        # Closed with this generator, on its thread (``_prefetch``): no decoder outlives it.
+        try:
+            yield from self._first_looks(frames)
+        finally:
+            close = getattr(frames, "close", None)
+            if close is not None:
+                close()
+
+    def _first_looks(self, frames: Iterator[Frame]) -> Iterator[_Seen]:
         video, analysis = self.video, self.analysis
-        watch_work = watch_thumb = None
-        crop = (slice(None), slice(None))  # the watched area's bounding box, work pixels
+        view: _View | None = None
         previous_thumb: np.ndarray | None = None
-        size: tuple[int, int] | None = (
-            None  # (h, w) of the first frame: every frame is brought to it
-        )
+        size: tuple[int, int] | None = None  # (h, w) of the first frame: all are brought to it
         for frame in frames:
             timestamp = frame.timestamp or 0.0
             pixels = frame.pixels
@@ -365,63 +403,91 @@ class _Looker:
             # Frames are never changed once decoded; saying so lets the analysis reuse this
             # frame's grey and blurred images when it is the next pair's before frame.
             pixels.flags.writeable = False
-            if self.watch is not None and watch_work is None:
-                watch_work = resize_like(self.watch.astype(np.uint8), pixels) > 0
-                crop = watched_box(watch_work)
-                rows, cols = crop
-                self.region = (
-                    cols.start or 0,
-                    rows.start or 0,
-                    (cols.stop or pixels.shape[1]) - (cols.start or 0),
-                    (rows.stop or pixels.shape[0]) - (rows.start or 0),
-                )
-                watch_thumb = (
-                    resize_like(watch_work[crop].astype(np.uint8), thumbnail(pixels[crop])) > 0
-                )
-                analysis = relative_to_watched(analysis, watch_work)
+            if view is None:
+                view = self._view(pixels)
             if self.reference is not None and self.comparator.reference is None:
                 self.comparator.reference = resize_like(self.reference, pixels)
+            crop = view.crop
             thumb = thumbnail(pixels[crop])
             replaying = self.resume_at is not None and timestamp <= self.resume_at.at + TIME_EPS
             base = self.comparator.baseline()
-            continues = base is not None and video.compare == "previous"
-            result = None
-            carried = False
-            cadence = self.cadence
+            base_thumb = None
+            share: float | None = None
             if base is not None and not replaying:
                 base_thumb = (
                     previous_thumb
                     if video.compare == "previous" and previous_thumb is not None
                     else thumbnail(base[crop])
                 )
-                if changed_share(base_thumb, thumb, watch_thumb, analysis) < video.lower:
+                share = changed_share(base_thumb, thumb, view.watch_thumb, view.analysis)
+            if self.warm is not None and not replaying:
+                changed = share is not None and share >= video.lower
+                self.warm(timestamp, pixels, changed, self.region)
+            self.comparator.push(pixels)
+            previous_thumb = thumb
+            yield _Seen(timestamp, pixels, thumb, base, base_thumb, share, replaying, view)
+
+    def _view(self, pixels: np.ndarray) -> _View:
+        """What the first frame (at work size) fixes: the watched area at this size."""
+        if self.watch is None:
+            return _View(None, None, (slice(None), slice(None)), self.analysis)
+        watch_work = resize_like(self.watch.astype(np.uint8), pixels) > 0
+        crop = watched_box(watch_work)
+        rows, cols = crop
+        self.region = (
+            cols.start or 0,
+            rows.start or 0,
+            (cols.stop or pixels.shape[1]) - (cols.start or 0),
+            (rows.stop or pixels.shape[0]) - (rows.start or 0),
+        )
+        watch_thumb = resize_like(watch_work[crop].astype(np.uint8), thumbnail(pixels[crop])) > 0
+        return _View(watch_work, watch_thumb, crop, relative_to_watched(self.analysis, watch_work))
+
+    def look(self, seen: Iterator[_Seen]) -> Iterator[_Sample]:
+        """The samples of :meth:`first_looks`, each changed pair analysed unless it is held or
+        inside the slot of the last described one (``--describe-every``)."""
+        video = self.video
+        for sample in seen:
+            timestamp, pixels, view = sample.timestamp, sample.pixels, sample.view
+            continues = sample.base is not None and video.compare == "previous"
+            result = None
+            carried = False
+            cadence = self.cadence
+            if sample.share is not None:
+                assert sample.base is not None and sample.base_thumb is not None
+                if sample.share < video.lower:
                     continues = False  # the next pair's before frame is not this pair's after frame
                     cadence.active = False
                 elif cadence.describe(timestamp) and not self._held(
-                    pixels, base_thumb, thumb, watch_thumb, analysis, crop
+                    pixels,
+                    sample.base_thumb,
+                    sample.thumb,
+                    view.watch_thumb,
+                    view.analysis,
+                    view.crop,
                 ):
                     result = self.describer.analyse(
-                        base,
+                        sample.base,
                         pixels,
-                        watch=watch_work,
-                        analysis=analysis,
+                        watch=view.watch,
+                        analysis=view.analysis,
                         still_background=STILL_BACKGROUND,
                     )
                     if result.camera is not None:
-                        result = self._camera_checked(base, pixels, watch_work, analysis, result)
+                        result = self._camera_checked(
+                            sample.base, pixels, view.watch, view.analysis, result
+                        )
                     cadence.active = True
                     cadence.found = bool(result.clusters) or result.scene_changed
                     self._described = (pixels, None)
                 else:
                     carried = True
             cadence.last_time = timestamp
-            self.comparator.push(pixels)
-            previous_thumb = thumb
             yield _Sample(
                 timestamp,
                 result,
                 continues,
-                replaying,
+                sample.replaying,
                 carried,
                 cadence.active,
                 cadence.found,
@@ -618,17 +684,21 @@ class _SourceRun:
         )
         if self.objects is not None:
             self.looker.movers = self.objects.movers
+            self.looker.warm = self.objects.warm
 
     def _samples(self) -> None:
-        """Every sample, in order. Three stages on three threads: decoding, the pixel analysis
-        of each changed pair, and here the captions and events. Captions need the previous
+        """Every sample, in order. Stages on threads of their own: decoding with the first
+        looks (and the detector's pass of a changed sample), the pixel analysis of each changed
+        pair, the detector's naming passes, and here the captions and events. Captions need the previous
         pair's recognition (hints), so they stay in order on this thread; the analysis does
         not, so it runs ahead on the other core. A live source (a watched folder) waiting for
         the next file must stop waiting when the run stops, or closing the readers would wait
         for an upload forever."""
         wake = getattr(self.source, "interrupt", None)
-        looked = self.looker.look(_prefetch(self.frames))
-        if self.objects is not None:
+        looked = self.looker.look(_prefetch(self.looker.first_looks(self.frames)))
+        # Only the grounded captioner names changes with the detector (a learned model
+        # writes its own words).
+        if self.objects is not None and self.settings.caption.model == "grounded":
             looked = self._look_ahead(_prefetch(looked, depth=2))
         with contextlib.closing(_prefetch(looked, depth=2, wake=wake)) as stream:
             for sample in stream:
@@ -649,24 +719,13 @@ class _SourceRun:
                 self._report_progress(sample.timestamp)
 
     def _look_ahead(self, samples: Iterator[_Sample]) -> Iterator[_Sample]:
-        """The detector's passes one stage ahead of the captions, on a thread of their own
-        (``ObjectWatcher.look_ahead``): on the room clip a pass costs three times a sample's
-        captions, and done here it overlaps them instead of following them."""
-        # Only the grounded captioner names changes with the detector (a learned model
-        # writes its own words).
-        names_by_detector = self.settings.caption.model == "grounded"
+        """The detector's passes that name each analysed pair's changes, one stage ahead of
+        the captions, on a thread of their own (``ObjectWatcher.look_ahead``): done here they
+        overlap the captions of the samples before instead of following them."""
         with contextlib.closing(samples):  # type: ignore[arg-type]
             for sample in samples:
                 if not sample.replaying:
-                    changed = sample.analysis is not None or sample.carried
-                    self.objects.look_ahead(  # type: ignore[union-attr]
-                        sample.timestamp,
-                        sample.pixels,
-                        changed,
-                        self.looker.region,
-                        sample.analysis if names_by_detector else None,
-                        sample.continues,
-                    )
+                    self.objects.look_ahead(sample.analysis, sample.continues)  # type: ignore[union-attr]
                 yield sample
 
     # -- one sample ------------------------------------------------------------------------
