@@ -6,7 +6,9 @@ Each row is one clip and one sampling, run three ways one right after the other,
 times (so a busy machine slows all three alike; the medians are compared):
 
 - decode: spotdiff's own decoder yielding the same sampled frames as RGB arrays, nothing else
-  (``open_source(path).sample(every)`` consumed) - the floor for any tool that looks at them;
+  (``open_source(path).sample(every)`` consumed) - the floor for any tool that looks at them
+  (where every sampled frame is a keyframe, as on the person row, it decodes those alone:
+  ``frames/keyframes.py``);
 - dvr-scan: DVR-Scan 1.8 (MOG2 background subtraction, scan only, the same region and frame skip),
   installed in its own venv (``benchmarks/.dvrscan-venv``, made on first use from PyPI);
 - spotdiff: the installed console script, ``spotdiff video CLIP --every ... --json`` (interpreter

@@ -7,17 +7,19 @@ start-up every run pays), then runs the pipeline in-process through ``api.descri
 with timers wrapped around its stages, and prints, per stage, the time spent in it (exclusive:
 a stage's time excludes the stages it calls, so the detector's passes inside the captions'
 naming count once, as the detector's), the calls, the milliseconds per call, and the thread
-it ran on. The stages run on four threads (decoding, first look + pair analysis, detector
-look-ahead, captions + objects + events), so their sum exceeds the wall time: the wall time
-is set by the busiest thread and by the cores there are.
+it ran on. The stages run on four threads (decoding with the first looks and the detector's
+pass of a changed sample, pair analysis, the detector's naming passes, captions + objects +
+events), so their sum exceeds the wall time: the wall time is set by the busiest thread and by
+the cores there are.
 
 Timers cost a microsecond or two per call; figures on a busy machine are inflated - compare
 within one run. Results go to ``docs/video.md`` ("Where the time goes").
 
 ``--cpu`` times each stage by its thread's CPU time instead of the wall clock: what the stage
 costs, not how long it waited for a core, so the figures hold on a busy machine too. The
-process's whole CPU time (ffmpeg's included) is printed beside them; what the stages do not
-account for is start-up, onnxruntime's worker threads, the ffmpeg process and thread hand-offs.
+process's whole CPU time (ffmpeg's included) is printed beside them, and each thread's CPU time
+(the ffmpeg process's and the native threads' apart); what the stages do not account for is
+start-up, onnxruntime's and OpenCV's worker threads, the ffmpeg process and thread hand-offs.
 """
 
 from __future__ import annotations
@@ -47,6 +49,16 @@ from spotdiff_cli.timeline.tracks import ObjectTracker
 from spotdiff_cli.describer import PairDescriber
 from spotdiff_cli.analysis.detect import ObjectDetector
 imported = time.perf_counter() - started
+
+# Each thread's whole CPU time, by name (the pipeline names its stages' threads).
+thread_cpu = {}
+_run = threading.Thread.run
+def _run_timed(self):
+    try:
+        _run(self)
+    finally:
+        thread_cpu[self.name] = thread_cpu.get(self.name, 0.0) + time.thread_time()
+threading.Thread.run = _run_timed
 
 totals = {}   # stage -> [exclusive seconds, calls, thread names]
 local = threading.local()
@@ -116,11 +128,13 @@ settings = resolve(Settings(), None, video=video)
 t0 = time.perf_counter()
 (result,) = api.describe_video([clip], settings)
 wall = time.perf_counter() - t0
+thread_cpu["MainThread (imports included)"] = time.thread_time()
 usage = [resource.getrusage(who) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)]
 cpu = sum(u.ru_utime + u.ru_stime for u in usage)
+ffmpeg = usage[1].ru_utime + usage[1].ru_stime
 print(json.dumps({
     "imports": imported, "wall": wall, "cpu": cpu, "samples": result.samples,
-    "analysed": result.analysed,
+    "analysed": result.analysed, "ffmpeg": ffmpeg, "threads": thread_cpu,
     "events": len(result.events),
     "stages": {k: [v[0], v[1], sorted(v[2])] for k, v in totals.items()},
 }))
@@ -167,6 +181,16 @@ def main() -> None:
             f"\n{row.name.strip()}: {got['samples']} samples, {got['analysed']} analysed, "
             f"{got['events']} events; imports {got['imports']:.2f} s, pipeline wall "
             f"{got['wall']:.2f} s, process CPU {got['cpu']:.2f} s (ffmpeg's included)"
+        )
+        python = got["cpu"] - got["ffmpeg"]
+        named = sum(got["threads"].values())
+        print(
+            "  CPU by thread: "
+            + ", ".join(
+                f"{name.replace('spotdiff-', '')} {seconds:.2f}"
+                for name, seconds in sorted(got["threads"].items(), key=lambda kv: -kv[1])
+            )
+            + f"; native threads (onnxruntime's, OpenCV's) {python - named:.2f}; ffmpeg {got['ffmpeg']:.2f} s"
         )
         unit = "cpu s" if args.cpu else "s"
         print(f"  {'stage':40} {unit:>7} {'calls':>6} {'ms/call':>8}  thread")

@@ -104,9 +104,12 @@ class SourceResult:
 
 
 def _prefetch(
-    items: Iterator[T], depth: int = 3, wake: Callable[[], None] | None = None
+    items: Iterator[T],
+    depth: int = 3,
+    wake: Callable[[], None] | None = None,
+    name: str = "prefetch",
 ) -> Iterator[T]:
-    """Iterate ``items`` in a background thread, ``depth`` items ahead.
+    """Iterate ``items`` in a background thread (``spotdiff-{name}``), ``depth`` items ahead.
 
     wake: called when the consumer stops early (Ctrl-C, an error), before the thread is
     joined: it must make ``items`` end soon when it is blocked waiting for input that may never
@@ -134,7 +137,7 @@ def _prefetch(
             if close is not None:
                 close()
 
-    thread = threading.Thread(target=work, name="spotdiff-prefetch", daemon=True)
+    thread = threading.Thread(target=work, name=f"spotdiff-{name}", daemon=True)
     thread.start()
     try:
         while True:
@@ -695,12 +698,16 @@ class _SourceRun:
         the next file must stop waiting when the run stops, or closing the readers would wait
         for an upload forever."""
         wake = getattr(self.source, "interrupt", None)
-        looked = self.looker.look(_prefetch(self.looker.first_looks(self.frames)))
+        seen = _prefetch(self.looker.first_looks(self.frames), name="decode")
+        looked = self.looker.look(seen)
         # Only the grounded captioner names changes with the detector (a learned model
         # writes its own words).
         if self.objects is not None and self.settings.caption.model == "grounded":
-            looked = self._look_ahead(_prefetch(looked, depth=2))
-        with contextlib.closing(_prefetch(looked, depth=2, wake=wake)) as stream:
+            looked = self._look_ahead(_prefetch(looked, depth=2, name="analysis"))
+            last = "naming"
+        else:
+            last = "analysis"
+        with contextlib.closing(_prefetch(looked, depth=2, wake=wake, name=last)) as stream:
             for sample in stream:
                 detections = self._said(sample)
                 before_time = self.result.processed_until
