@@ -423,12 +423,15 @@ class _Looker:
                     else thumbnail(base[crop])
                 )
                 share = changed_share(base_thumb, thumb, view.watch_thumb, view.analysis)
-            if self.warm is not None and not replaying:
-                changed = share is not None and share >= video.lower
-                self.warm(timestamp, pixels, changed, self.region)
             self.comparator.push(pixels)
             previous_thumb = thumb
             yield _Seen(timestamp, pixels, thumb, base, base_thumb, share, replaying, view)
+            # The pass after the sample is handed on: the analysis thread may start on it
+            # meanwhile (the held-change check, asking about the same frame, waits for this
+            # pass rather than making its own: analysis/detect.py).
+            if self.warm is not None and not replaying:
+                changed = share is not None and share >= video.lower
+                self.warm(timestamp, pixels, changed, self.region)
 
     def _view(self, pixels: np.ndarray) -> _View:
         """What the first frame (at work size) fixes: the watched area at this size."""
