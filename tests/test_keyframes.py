@@ -126,3 +126,23 @@ def test_a_plan_the_decoded_frames_contradict_falls_back_to_decoding_everything(
     fast = _sampled(h264_clip, "2f", True)
     assert fast[3] == 1
     assert fast[:2] == _sampled(h264_clip, "2f", False)[:2]
+
+
+def test_a_long_file_is_scanned_whole_only_where_its_start_admits_a_plan(h264_clip, monkeypatch):
+    import spotdiff_cli.frames.video as video
+
+    scans: list[float | None] = []
+
+    def counted(exe, path, seconds=None, **kwargs):
+        scans.append(seconds)
+        return scan_packets(exe, path, seconds=seconds, **kwargs)
+
+    monkeypatch.setattr(video, "LONG_SECONDS", 5.0)  # the clip is 9.5 s: "long"
+    monkeypatch.setattr(video, "PREFIX_SECONDS", 3.0)
+    monkeypatch.setattr(video, "scan_packets", counted)
+    off_grid = _sampled(h264_clip, "3f", True)
+    assert scans == [3.0] and off_grid[2] == FRAMES  # the first 3 s ruled it out
+    scans.clear()
+    on_grid = _sampled(h264_clip, "5f", True)
+    assert scans == [3.0, None] and on_grid[2] == len(range(0, FRAMES, GOP))
+    assert on_grid[:2] == _sampled(h264_clip, "5f", False)[:2]

@@ -9,8 +9,9 @@ the 140 frames it gives are the same to the bit as the 140 that ``select`` kept 
 (an intra picture is reconstructed from its own bits alone).
 
 Whether a sampling may decode keyframes only is read off the container before decoding: one
-ffmpeg pass copies the video stream's packets to ``framecrc`` (no decoding; ~50 ms for that
-clip), which gives each packet's presentation time and key flag. :func:`frame_plan` and
+ffmpeg pass copies the video stream's packets to ``framecrc`` (no decoding; ~30 ms for that
+clip), which gives each packet's presentation time and key flag; a long file's first minute is
+scanned first, and the whole only where that minute admits a plan. :func:`frame_plan` and
 :func:`time_plan` say which frames the ordinary pass would keep (the same rules as its
 ``select`` expressions) and, when every one of them is a keyframe, how to pick them out of a
 keyframes-only pass. The reader checks the frames it gets against the plan and falls back to
@@ -28,6 +29,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from .base import TIME_EPS
+
+# A file longer than LONG_SECONDS is first scanned PREFIX_SECONDS far: a sampling its first
+# minute rules out (most) costs that short scan, not a read of the whole file. A shorter one
+# is scanned whole at once (ten minutes of packets: ~0.1 s).
+LONG_SECONDS = 600.0
+PREFIX_SECONDS = 60.0
 
 # Below this share of non-key frames a keyframes-only pass saves too little to pay for the
 # scan (an all-intra MJPEG file has none).
@@ -63,14 +70,18 @@ class KeyframePlan:
     select: str | None
 
 
-def scan_packets(exe: str, path: str, timeout: float = 120.0) -> PacketIndex | None:
+def scan_packets(
+    exe: str, path: str, seconds: float | None = None, timeout: float = 600.0
+) -> PacketIndex | None:
     """The first video stream's packets of ``path``, without decoding them; None where the
     stream does not lend itself to a plan (no timestamps, repeated ones, packets flagged
-    other than key / not key - discarded or corrupt ones - or the scan failing)."""
+    other than key / not key - discarded or corrupt ones - or the scan failing).
+    ``seconds``: only the packets of the stream's first this many seconds."""
+    limit = ["-t", f"{seconds:.3f}"] if seconds is not None else []
     try:
         proc = subprocess.run(
             [exe, "-hide_banner", "-nostdin", "-v", "error", "-i", path]
-            + ["-map", "0:v:0", "-c", "copy", "-f", "framecrc", "-"],
+            + ["-map", "0:v:0", "-c", "copy", *limit, "-f", "framecrc", "-"],
             capture_output=True,
             timeout=timeout,
             check=False,

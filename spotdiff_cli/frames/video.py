@@ -43,7 +43,15 @@ from ..errors import InputError, UsageError
 from ..types import Frame
 from .base import TIME_EPS, DecodeStats, FrameSource, SourceInfo, next_target
 from .files import not_a_file_hint, special_kind
-from .keyframes import KeyframePlan, PacketIndex, frame_plan, scan_packets, time_plan
+from .keyframes import (
+    LONG_SECONDS,
+    PREFIX_SECONDS,
+    KeyframePlan,
+    PacketIndex,
+    frame_plan,
+    scan_packets,
+    time_plan,
+)
 
 __all__ = [
     "VideoSource",
@@ -641,11 +649,21 @@ class _FFmpegReader:
                 f"{self.path}: ffmpeg could not decode it ({' '.join(pipe.tail[-1:]) or 'no frames'}); {_VIDEO_HINT}"
             )
 
-    def _packets(self) -> PacketIndex | None:
-        """The stream's packets (:func:`keyframes.scan_packets`), scanned once per source."""
+    def _keyframe_plan(
+        self, plan: Callable[[PacketIndex], KeyframePlan | None]
+    ) -> KeyframePlan | None:
+        """``plan`` over the stream's packets (:func:`keyframes.scan_packets`, scanned once
+        per source); a long stream's first minute first (``LONG_SECONDS``), so that a sampling
+        it rules out does not read the whole file."""
+        duration = self.info.duration
+        if self._packet_index is False and (duration is None or duration > LONG_SECONDS):
+            prefix = scan_packets(self.exe, str(self.path), seconds=PREFIX_SECONDS)
+            if prefix is None or plan(prefix) is None:
+                return None
         if self._packet_index is False:
             self._packet_index = scan_packets(self.exe, str(self.path))
-        return self._packet_index  # type: ignore[return-value]
+        index = self._packet_index
+        return plan(index) if isinstance(index, PacketIndex) else None
 
     def _planned(
         self,
@@ -687,8 +705,7 @@ class _FFmpegReader:
         """One pass over the stream (``_run``), from the keyframes alone where ``plan`` finds
         that every frame ``select`` keeps is one (from the start only: after a seek the
         ordinary pass counts frames from the seek point)."""
-        index = self._packets() if seek is None and self.keyframes else None
-        found = plan(index) if index is not None else None
+        found = self._keyframe_plan(plan) if seek is None and self.keyframes else None
         if found is not None:
             return self._planned(found, select, end, interval)
         return self._run(seek, select, end, None, interval)
