@@ -83,12 +83,22 @@ def h264_clip(tmp_path_factory) -> Path:
     return path
 
 
-def _sampled(path: Path, every: str, keyframes_allowed: bool):
+@pytest.fixture(scope="module")
+def ts_clip(h264_clip) -> Path:
+    """The same stream in MPEG-TS: its timestamps start at 1.4 s, not 0."""
+    path = h264_clip.with_suffix(".ts")
+    subprocess.run(
+        [find_ffmpeg(), "-v", "error", "-i", str(h264_clip), "-c", "copy", str(path)], check=True
+    )
+    return path
+
+
+def _sampled(path: Path, every: str, keyframes_allowed: bool, start: str | None = None, end=None):
     with open_source(str(path)) as source:
         source._reader.keyframes = keyframes_allowed
         digest = hashlib.sha256()
         frames = []
-        for frame in source.sample(every):
+        for frame in source.sample(every, start=start, end=end):
             digest.update(frame.pixels.tobytes())
             frames.append((round(frame.timestamp, 6), frame.index))
         return digest.hexdigest(), frames, source.stats.decoded, source._reader.keyframe_fallbacks
@@ -104,6 +114,25 @@ def test_keyframes_only_give_the_frames_of_decoding_everything(h264_clip, every)
     assert fast[:2] == slow[:2] and fast[1]
     assert fast[3] == 0  # no fallback
     assert slow[2] == FRAMES and fast[2] == len(range(0, FRAMES, GOP))  # the keyframes alone
+
+
+@pytest.mark.parametrize(
+    ("every", "start", "end"), [("5f", "2", None), ("0.5s", "2.5", "7"), ("1s", "1.95", None)]
+)
+def test_a_run_that_seeks_decodes_keyframes_only_from_there(h264_clip, ts_clip, every, start, end):
+    """--start, a resumed run's replay and Dask's chunks seek: the frames from the seek point
+    are planned the same way (the last case seeks just before a keyframe)."""
+    for clip in (h264_clip, ts_clip):
+        fast = _sampled(clip, every, True, start, end)
+        slow = _sampled(clip, every, False, start, end)
+        assert fast[:2] == slow[:2] and fast[1] and fast[3] == 0
+        assert fast[2] <= slow[2] / GOP + 1  # the keyframes alone (and one before the seek)
+
+
+def test_a_stream_that_starts_late_is_planned_on_its_own_times(ts_clip):
+    fast = _sampled(ts_clip, "5f", True)
+    assert fast[:2] == _sampled(ts_clip, "5f", False)[:2]
+    assert fast[1][0][0] == 0.0 and fast[2] == len(range(0, FRAMES, GOP)) and fast[3] == 0
 
 
 def test_a_sampling_between_keyframes_decodes_everything(h264_clip):

@@ -61,7 +61,8 @@ class KeyframePlan:
     """What a keyframes-only pass must deliver to equal the ordinary pass.
 
     times: the presentation times (s, absolute) of the frames the ordinary pass keeps, in order.
-    indices: their display indices (the ordinary pass's decoded-frame count ``n``).
+    indices: their display indices among the scanned packets (from the start of the stream:
+        the ordinary pass's decoded-frame count ``n``).
     select: the ``select`` expression that picks them out of the keyframes (None: all of them).
     """
 
@@ -71,17 +72,26 @@ class KeyframePlan:
 
 
 def scan_packets(
-    exe: str, path: str, seconds: float | None = None, timeout: float = 600.0
+    exe: str,
+    path: str,
+    seconds: float | None = None,
+    *,
+    start: float | None = None,
+    timeout: float = 600.0,
 ) -> PacketIndex | None:
     """The first video stream's packets of ``path``, without decoding them; None where the
     stream does not lend itself to a plan (no timestamps, repeated ones, packets flagged
     other than key / not key - discarded or corrupt ones - or the scan failing).
-    ``seconds``: only the packets of the stream's first this many seconds."""
-    limit = ["-t", f"{seconds:.3f}"] if seconds is not None else []
+    ``start``: from the keyframe at or before this many seconds in (as a decoding run's
+    ``-ss`` seeks); ``seconds``: only this many seconds of the stream from there. Times stay
+    absolute (``-copyts``), as the decoding runs read them."""
+    where = ["-ss", f"{start:.6f}"] if start else []
+    if seconds is not None:
+        where += ["-t", f"{seconds:.6f}"]
     try:
         proc = subprocess.run(
-            [exe, "-hide_banner", "-nostdin", "-v", "error", "-i", path]
-            + ["-map", "0:v:0", "-c", "copy", *limit, "-f", "framecrc", "-"],
+            [exe, "-hide_banner", "-nostdin", "-v", "error", *where, "-copyts", "-i", path]
+            + ["-map", "0:v:0", "-c", "copy", "-f", "framecrc", "-"],
             capture_output=True,
             timeout=timeout,
             check=False,
@@ -152,21 +162,47 @@ def _plan(index: PacketIndex, kept: np.ndarray, select: str | None) -> KeyframeP
     )
 
 
-def frame_plan(index: PacketIndex, every: int) -> KeyframePlan | None:
-    """Plan for every ``every``-th frame from the first (``select=not(mod(n,every))``)."""
-    if every < 2 or not _worth_it(index):
+def _from(index: PacketIndex, time: float | None) -> tuple[PacketIndex, int]:
+    """The frames a run that seeks to ``time`` (absolute s; None: no seek) decodes: from the
+    first at or after it (ffmpeg's accurate seek drops those before), and where they start."""
+    if time is None:
+        return index, 0
+    first = int(np.searchsorted(index.times, time - 1e-6))
+    return PacketIndex(times=index.times[first:], keys=index.keys[first:]), first
+
+
+def _shifted(plan: KeyframePlan | None, offset: int) -> KeyframePlan | None:
+    if plan is None or offset == 0:
+        return plan
+    return KeyframePlan(plan.times, tuple(i + offset for i in plan.indices), plan.select)
+
+
+def frame_plan(
+    index: PacketIndex, every: int, from_time: float | None = None
+) -> KeyframePlan | None:
+    """Plan for every ``every``-th frame from the first (``select=not(mod(n,every))``), or
+    from the first at or after ``from_time`` (absolute s) for a run that seeks there."""
+    index, offset = _from(index, from_time)
+    if every < 2 or index.times.size == 0 or not _worth_it(index):
         return None
-    return _plan(index, np.arange(0, index.times.size, every), None)
+    return _shifted(_plan(index, np.arange(0, index.times.size, every), None), offset)
 
 
-def time_plan(index: PacketIndex, first: float, every: float, select: str) -> KeyframePlan | None:
+def time_plan(
+    index: PacketIndex,
+    first: float,
+    every: float,
+    select: str,
+    from_time: float | None = None,
+) -> KeyframePlan | None:
     """Plan for the first frame at or after each of ``first + k * every`` seconds (absolute),
     as the ordinary pass's time-based ``select`` keeps them: ``first`` and ``every`` as that
     expression prints them (six decimals), so the comparisons are the same doubles. A frame
     it keeps is the first at or after a target; when all of those are keyframes, the first
     *keyframe* at or after each target is the same frame, so ``select`` itself picks them out
-    of a keyframes-only pass."""
-    if every <= 0 or not _worth_it(index):
+    of a keyframes-only pass. ``from_time``: as :func:`frame_plan`'s."""
+    index, offset = _from(index, from_time)
+    if every <= 0 or index.times.size == 0 or not _worth_it(index):
         return None
     first, every = float(f"{first:.6f}"), float(f"{every:.6f}")
     kept = []
@@ -176,4 +212,4 @@ def time_plan(index: PacketIndex, first: float, every: float, select: str) -> Ke
             kept.append(i)
         # The select expression stores the next target at every frame, kept or not.
         target = first + every * (math.floor((t + TIME_EPS - first) / every) + 1)
-    return _plan(index, np.asarray(kept, np.int64), select)
+    return _shifted(_plan(index, np.asarray(kept, np.int64), select), offset)

@@ -650,34 +650,43 @@ class _FFmpegReader:
             )
 
     def _keyframe_plan(
-        self, plan: Callable[[PacketIndex], KeyframePlan | None]
+        self, plan: PlanFn, seek: float | None, end: float | None
     ) -> KeyframePlan | None:
-        """``plan`` over the stream's packets (:func:`keyframes.scan_packets`, scanned once
-        per source); a long stream's first minute first (``LONG_SECONDS``), so that a sampling
-        it rules out does not read the whole file."""
-        duration = self.info.duration
-        if self._packet_index is False and (duration is None or duration > LONG_SECONDS):
-            prefix = scan_packets(self.exe, str(self.path), seconds=PREFIX_SECONDS)
-            if prefix is None or plan(prefix) is None:
-                return None
-        if self._packet_index is False:
-            self._packet_index = scan_packets(self.exe, str(self.path))
-        index = self._packet_index
-        return plan(index) if isinstance(index, PacketIndex) else None
+        """``plan`` over the stream's packets (:func:`keyframes.scan_packets`): a long stream's
+        first minute first, from ``seek`` on where the run seeks (``LONG_SECONDS``), so that
+        a sampling it rules out does not read the whole file; then the packets the run will
+        read (the whole stream's once per source, a seeking run's from its seek point)."""
+        exe, path = self.exe, str(self.path)
+        from_time = None if seek is None else seek + self.start_time
+        span = None if end is None else max(end - (seek or 0.0), 0.001)
+        if self._packet_index is False or seek is not None:
+            if span is None or span > LONG_SECONDS:
+                prefix = scan_packets(exe, path, PREFIX_SECONDS, start=seek)
+                if prefix is None or plan(prefix, from_time) is None:
+                    return None
+        if seek is not None:
+            index = scan_packets(exe, path, span, start=seek)
+        else:
+            if self._packet_index is False:
+                self._packet_index = scan_packets(exe, path)
+            index = self._packet_index  # type: ignore[assignment]
+        return plan(index, from_time) if isinstance(index, PacketIndex) else None
 
     def _planned(
         self,
         plan: KeyframePlan,
+        seek: float | None,
         select: str | None,
         limit: float | None,
         interval: float,
     ) -> Iterator[tuple[np.ndarray, float, int]]:
-        """The frames of the ordinary dense pass (``select``, from the start), decoded from the
-        keyframes alone as ``plan`` says; if what comes out is not the plan's frames, the rest
-        comes from the ordinary pass, from the first frame not yet delivered."""
+        """The frames of the ordinary dense pass (``select``, from ``seek`` or the start),
+        decoded from the keyframes alone as ``plan`` says; if what comes out is not the plan's
+        frames, the rest comes from the ordinary pass, from the first frame not yet
+        delivered."""
         delivered = 0
         last: float | None = None
-        frames = self._run(None, plan.select, limit, None, interval, keyframes_only=True)
+        frames = self._run(seek, plan.select, limit, None, interval, keyframes_only=True)
         with contextlib.closing(frames):
             for rgb, ts, _ in frames:
                 if delivered >= len(plan.times) or not _same_time(
@@ -690,7 +699,7 @@ class _FFmpegReader:
                 if delivered == len(plan.times) or limit is not None:
                     return
         self.keyframe_fallbacks += 1
-        for rgb, ts, n in self._run(None, select, limit, None, interval):
+        for rgb, ts, n in self._run(seek, select, limit, None, interval):
             if last is None or ts > last + TIME_EPS:
                 yield rgb, ts, n
 
@@ -700,14 +709,13 @@ class _FFmpegReader:
         select: str | None,
         end: float | None,
         interval: float,
-        plan: Callable[[PacketIndex], KeyframePlan | None],
+        plan: PlanFn,
     ) -> Iterator[tuple[np.ndarray, float, int]]:
         """One pass over the stream (``_run``), from the keyframes alone where ``plan`` finds
-        that every frame ``select`` keeps is one (from the start only: after a seek the
-        ordinary pass counts frames from the seek point)."""
-        found = self._keyframe_plan(plan) if seek is None and self.keyframes else None
+        that every frame ``select`` keeps is one."""
+        found = self._keyframe_plan(plan, seek, end) if self.keyframes else None
         if found is not None:
-            return self._planned(found, select, end, interval)
+            return self._planned(found, seek, select, end, interval)
         return self._run(seek, select, end, None, interval)
 
     def _index(self, seek: float | None, n: int, ts: float) -> int:
@@ -746,7 +754,9 @@ class _FFmpegReader:
         seek = start if start > 0 else None
         interval = every if every is not None else 1.0 / self.fps
         frames = (
-            self._dense(seek, select, end, interval, lambda i: time_plan(i, first, every, select))
+            self._dense(
+                seek, select, end, interval, lambda i, f: time_plan(i, first, every, select, f)
+            )
             if every is not None
             else self._run(seek, select, end, None, interval)
         )
@@ -767,7 +777,7 @@ class _FFmpegReader:
             return
         select = f"not(mod(n,{every}))" if every > 1 else None
         frames = (
-            self._dense(seek, select, end, every / self.fps, lambda i: frame_plan(i, every))
+            self._dense(seek, select, end, every / self.fps, lambda i, f: frame_plan(i, every, f))
             if every > 1
             else self._run(seek, select, end, None, every / self.fps)
         )
@@ -1073,6 +1083,10 @@ def _showinfo_options(exe: str) -> dict[str, int]:
     """showinfo's per-frame plane checksums cost a third of the decode time of a 720p stream;
     ffmpeg 5.1+ can skip them (``checksum=0``). Older binaries do not know the option."""
     return {"checksum": 0} if "checksum" in (_showinfo_help(exe) or "") else {}
+
+
+# A keyframe plan for a packet index, given where the run seeks (absolute s, or None).
+PlanFn = Callable[[PacketIndex, float | None], KeyframePlan | None]
 
 
 def _same_time(got: float, planned: float) -> bool:
