@@ -64,6 +64,9 @@ ROWS = {
         flags=("--describe-every", "0s"),
     ),
     "person-1s": Row("person clip, every 1 s", "intel_one-by-one-person-detection.mp4", 10),
+    # The same clip off its keyframe grid (an I frame every 10): every frame decoded, as on a
+    # camera whose keyframes do not fall on the samples (frames/keyframes.py).
+    "person-7f": Row("  same, every 7 frames", "intel_one-by-one-person-detection.mp4", 7),
 }
 
 
