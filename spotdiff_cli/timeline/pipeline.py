@@ -274,8 +274,9 @@ class _Seen:
 class _Looker:
     """The per-sample work that does not depend on captions: bring the frame to the working
     size, keep what it is compared with, take the cheap first look (Spot-the-diff §2.1's lower
-    threshold) and analyse the pairs that pass it. Runs on its own thread, a few samples ahead
-    of the captions."""
+    threshold) and analyse the pairs that pass it. Two stages, each on a thread of its own a
+    few samples ahead of the captions: :meth:`first_looks` (with the decoding, and the
+    detector's pass of a changed sample) and :meth:`look` (the decisions and the analyses)."""
 
     def __init__(
         self,
