@@ -886,6 +886,9 @@ def test_trees_all_but_certain_both_ways_need_a_smaller_gap():
     metal = _seen(1.0, 0.1, "blue", lab=(48.0, 151.0, 84.0))
     rubber = _seen(0.0, 0.16, "blue", lab=(83.0, 154.0, 76.0))
     assert _material_changed(metal, rubber)
+    # ... and so with a larger gap (2.41x, past the 1.71x where a less certain reading needs
+    # its paint 1.2x as saturated): more light is more evidence, not less.
+    assert _material_changed(metal, _seen(0.0, 0.241, "blue", lab=(83.0, 154.0, 76.0)))
     # ... not when either side is less certain, ...
     assert not _material_changed(_seen(0.95, 0.1, "blue", lab=(48.0, 151.0, 84.0)), rubber)
     assert not _material_changed(metal, _seen(0.05, 0.16, "blue", lab=(83.0, 154.0, 76.0)))

@@ -2008,14 +2008,14 @@ def _material_changed(before: SceneObject, after: SceneObject) -> bool:
         return lighter <= _VIVID_LIGHTER and _more_saturated(
             rubber.lab, metal.lab, _VIVID_SATURATED
         )
-    if low <= lighter:
-        return _more_saturated(rubber.lab, metal.lab)
+    # Where the trees are all but certain both ways, the smaller gap and the smaller
+    # saturation step hold for any gap up to ``high``: a larger gap is more evidence, not less
+    # (three true changes at 1.76-2.41x and 1.16-1.19x as saturated were refused while those
+    # at 1.46-1.53x passed).
     certain = least <= _TREES_CERTAIN and most >= 1.0 - _TREES_CERTAIN
-    return (
-        certain
-        and _CERTAIN_LIGHTER <= lighter
-        and _more_saturated(rubber.lab, metal.lab, _CERTAIN_SATURATED)
-    )
+    if certain and _CERTAIN_LIGHTER <= lighter:
+        return _more_saturated(rubber.lab, metal.lab, _CERTAIN_SATURATED)
+    return low <= lighter and _more_saturated(rubber.lab, metal.lab)
 
 
 def _more_saturated(
