@@ -11,7 +11,8 @@ the 140 frames it gives are the same to the bit as the 140 that ``select`` kept 
 Whether a sampling may decode keyframes only is read off the container before decoding: one
 ffmpeg pass copies the video stream's packets to ``framecrc`` (no decoding; ~30 ms for that
 clip), which gives each packet's presentation time and key flag; a long file's first minute is
-scanned first, and the whole only where that minute admits a plan. :func:`frame_plan` and
+scanned first, and the whole only where that minute admits a plan; a run that seeks has the
+packets from its seek point scanned. :func:`frame_plan` and
 :func:`time_plan` say which frames the ordinary pass would keep (the same rules as its
 ``select`` expressions) and, when every one of them is a keyframe, how to pick them out of a
 keyframes-only pass. The reader checks the frames it gets against the plan and falls back to
