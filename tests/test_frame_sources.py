@@ -350,3 +350,30 @@ def test_variable_frame_rate_large_frame_strides_stay_exact(backend: str) -> Non
         frames = list(src.sample("100f", end="13s"))
     assert [f.index for f in frames] == [0, 100, 200, 300]
     assert [f.timestamp for f in frames] == pytest.approx([0.0, 4.0, 8.0, 12.48], abs=0.005)
+
+
+def test_a_frame_time_is_its_pts_in_the_time_base_not_the_rounded_pts_time():
+    """Older ffmpeg prints pts_time with six significant digits: past 10,000 s (a night's
+    recording) frames 0.04 s apart would share a time. The pipe reads each showinfo instance's
+    time base and times frames by their integer pts."""
+    import sys
+
+    from spotdiff_cli.frames.base import DecodeStats
+    from spotdiff_cli.frames.video import FFmpegPipe
+
+    # Stands in for ffmpeg: one showinfo instance, two 2x2 frames 0.04 s apart at 8h20m.
+    script = (
+        "import sys\n"
+        "err = sys.stderr\n"
+        "err.write('[Parsed_showinfo_0 @ 0x1] config in time_base: 1/90000, frame_rate: 25/1\\n')\n"
+        "for pts, shown in ((2700126000, '30001.4'), (2700129600, '30001.4')):\n"
+        "    err.write(f'[Parsed_showinfo_0 @ 0x1] n:   0 pts:{pts} pts_time:{shown} duration:3600\\n')\n"
+        "    err.flush()\n"
+        "    sys.stdout.buffer.write(bytes(12)); sys.stdout.flush()\n"
+    )
+    pipe = FFmpegPipe([sys.executable, "-c", script], DecodeStats())
+    try:
+        times = [pts for _, pts, _ in pipe.frames(2, 2)]
+    finally:
+        pipe.close()
+    assert times == [30001.4, 30001.44]

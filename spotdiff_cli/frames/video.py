@@ -460,6 +460,11 @@ _TBR = re.compile(r"([\d.]+)(k?) tbr")
 _SHOWINFO = re.compile(
     r"\[Parsed_showinfo_(\d+) @ [^\]]*\] n:\s*(\d+) pts:\s*(-?\d+|NOPTS) pts_time:(\S+)"
 )
+# showinfo's time base, printed once per instance: a frame's time is its pts in it, exactly.
+# Older ffmpeg (5.x, 6.x: Debian's, which PATH finds first) prints pts_time with six
+# significant digits: past 10,000 s (2.8 hours) rounded to tenths, so frames of a night's
+# recording at 25 fps would share their times.
+_SHOWINFO_BASE = re.compile(r"\[Parsed_showinfo_(\d+) @ [^\]]*\] config in time_base: (\d+)/(\d+)")
 
 
 def _rate(match: re.Match[str] | None) -> float | None:
@@ -907,6 +912,7 @@ class FFmpegPipe:
         # instance's lines do both).
         assert self.proc.stderr is not None
         first_idx: int | None = None
+        time_bases: dict[int, tuple[int, int]] = {}  # showinfo instance -> its time base
         decoded = -1
         head: list[str] = []
         output = False
@@ -914,6 +920,11 @@ class FFmpegPipe:
             for raw in self.proc.stderr:
                 line = raw.decode("utf-8", "replace")
                 m = _SHOWINFO.search(line)
+                if m is None and "config in time_base" in line:
+                    base = _SHOWINFO_BASE.search(line)
+                    if base is not None and int(base[3]) > 0:
+                        time_bases[int(base[1])] = (int(base[2]), int(base[3]))
+                    continue
                 if m is None:
                     if "showinfo" in line:
                         continue
@@ -937,7 +948,13 @@ class FFmpegPipe:
                     decoded += 1
                     self.stats.decoded += 1
                 if idx != first_idx or not self.selects:
-                    pts = None if m[3] == "NOPTS" else float(m[4])
+                    base = time_bases.get(idx)
+                    if m[3] == "NOPTS":
+                        pts = None
+                    elif base is not None:
+                        pts = int(m[3]) * base[0] / base[1]
+                    else:
+                        pts = float(m[4])
                     self._times.put((pts, decoded))
         finally:
             if not self.header.is_set():
