@@ -5,9 +5,9 @@ Two backends, chosen with ``backend="auto"|"ffmpeg"|"opencv"``:
 - **ffmpeg**: the binary on PATH, else the static one ``imageio-ffmpeg`` ships. Frames come out of
   a ``rawvideo``/``rgb24`` pipe. Timestamps are the *presentation* times ffmpeg's ``showinfo``
   filter prints for each frame (its ``pts`` in the time base it prints once), read from stderr
-  in a thread; with ``-copyts`` they
-  stay absolute after a seek, and we subtract the container's start time. There is no ffprobe in
-  imageio-ffmpeg, so metadata is parsed from what ``ffmpeg -i`` prints.
+  in a thread; with ``-copyts`` they stay absolute after a seek, and we subtract the
+  container's start time. There is no ffprobe in imageio-ffmpeg, so metadata is parsed from
+  what ``ffmpeg -i`` prints.
 - **opencv**: ``cv2.VideoCapture`` (its bundled FFmpeg). ``CAP_PROP_POS_MSEC`` after ``grab()`` is
   the frame's PTS. OpenCV seeks by *frame number* computed from the average fps, which lands
   seconds off on variable-frame-rate video, so every seek is checked against the PTS it reaches
