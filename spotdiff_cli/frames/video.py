@@ -1108,7 +1108,8 @@ PlanFn = Callable[[PacketIndex, float | None], KeyframePlan | None]
 
 
 def _same_time(got: float, planned: float) -> bool:
-    """Whether a frame's time as showinfo printed it (six significant digits) is ``planned``."""
+    """Whether a frame's time as the pipe read it is ``planned``: exact from its pts, but from
+    the printed pts_time (six significant digits in older ffmpeg) where no time base came."""
     return abs(got - planned) <= max(1e-4, 6e-6 * abs(planned))
 
 
