@@ -175,3 +175,18 @@ def test_a_long_file_is_scanned_whole_only_where_its_start_admits_a_plan(h264_cl
     on_grid = _sampled(h264_clip, "5f", True)
     assert scans == [3.0, None] and on_grid[2] == len(range(0, FRAMES, GOP))
     assert on_grid[:2] == _sampled(h264_clip, "5f", False)[:2]
+
+
+def test_a_short_file_is_scanned_once_whole(h264_clip, monkeypatch):
+    """The probe knows the clip lasts 9.5 s: no first-minute scan before the whole one."""
+    import spotdiff_cli.frames.video as video
+
+    scans: list[float | None] = []
+
+    def counted(exe, path, seconds=None, **kwargs):
+        scans.append(seconds)
+        return scan_packets(exe, path, seconds=seconds, **kwargs)
+
+    monkeypatch.setattr(video, "scan_packets", counted)
+    assert _sampled(h264_clip, "5f", True)[:2] == _sampled(h264_clip, "5f", False)[:2]
+    assert scans == [None]

@@ -665,8 +665,13 @@ class _FFmpegReader:
         exe, path = self.exe, str(self.path)
         from_time = None if seek is None else seek + self.start_time
         span = None if end is None else max(end - (seek or 0.0), 0.001)
+        # What the run reads: to ``end``, else to the end of the stream where the probe knew
+        # it (a short file is scanned whole at once, with no first-minute scan before it).
+        reads = span
+        if reads is None and self.info.duration:
+            reads = max(self.info.duration - (seek or 0.0), 0.001)
         if self._packet_index is False or seek is not None:
-            if span is None or span > LONG_SECONDS:
+            if reads is None or reads > LONG_SECONDS:
                 prefix = scan_packets(exe, path, PREFIX_SECONDS, start=seek)
                 if prefix is None or plan(prefix, from_time) is None:
                     return None
