@@ -981,3 +981,35 @@ def test_a_coloured_object_with_its_foot_hidden_moved_when_its_top_did():
     # A whole object: the foot and the top as before (19 and 13 px).
     assert not _stayed(25.0, 20.0, False, "purple", 480)
     assert _stayed(25.0, 10.0, False, "purple", 480)
+
+
+def test_a_grey_object_bigger_than_its_coloured_neighbour_is_no_piece_of_it():
+    from spotdiff_cli.analysis.objects3d import _part_of
+
+    # A grey cylinder standing before a cyan ball: one convex outline together.
+    ball, cylinder = np.zeros((200, 200), np.uint8), np.zeros((200, 200), bool)
+    cv2.circle(ball, (100, 70), 18, 1, -1)
+    cylinder[86:150, 76:124] = True
+    ball_part = _part("cyan", ball.astype(bool) & ~cylinder)
+    grey = _part("gray", cylinder)
+    assert not _part_of(grey, [grey, ball_part], "cyan")
+    # A metal ball's dark lower side, read grey, smaller than the coloured rest: a piece of it.
+    sphere = np.zeros((200, 200), np.uint8)
+    cv2.circle(sphere, (100, 100), 40, 1, -1)
+    dark = sphere.astype(bool) & (np.arange(200)[:, None] > 125)
+    lit = _part("cyan", sphere.astype(bool) & ~dark)
+    assert _part_of(_part("gray", dark), [lit, _part("gray", dark)], "cyan")
+
+
+def test_a_matched_objects_pixels_end_where_the_camera_puts_its_outline():
+    from spotdiff_cli.analysis.objects3d import _set_down
+
+    # A ball of radius 20 standing at (100, 150), seen from a camera that came 20 % closer
+    # and put its foot at (220, 120): its outline there, and not the ball merged behind it.
+    disc = np.zeros((240, 320), np.uint8)
+    cv2.circle(disc, (100, 130), 20, 1, -1)
+    ball = dataclasses.replace(_part("purple", disc.astype(bool)), contact=(100.0, 150.0))
+    placed = _set_down(ball, np.array([220.0, 120.0]), 1.2, (320, 240))
+    assert placed[96, 220] and placed[120 - 4, 220] and placed[96, 220 - 20]
+    assert not placed[96 - 24 - 12 - 20, 220]  # a neighbour behind, 20 px above its top
+    assert not placed[96, 100]  # where it stood before

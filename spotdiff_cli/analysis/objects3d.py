@@ -1290,6 +1290,9 @@ _EXPLAINED = 0.5
 # A matched object that looks this much bigger (log of its area ratio over the scene's) in one
 # view than in the other may hold a neighbour merged with it there.
 _SWALLOWED = 0.3
+# ... and its pixels count as matched only within this share of the long side (10 px at 480)
+# of where the camera puts its partner's outline (see _set_down).
+_PLACED_SLACK = 0.02
 # A merged object's piece beyond its partner's outline (grown by _MERGE_SLACK px: the camera's
 # fit and the objects' parallax) is an object of its own when it is at least this share of it.
 _MERGE_SLACK = 3
@@ -1371,6 +1374,17 @@ def _size_gap(before: SceneObject, after: SceneObject, growth: float) -> float:
     (``growth``: the matched objects' median area ratio), as a log of the area ratio: 0 when the
     zoom explains it, positive when the after outline holds more."""
     return math.log(after.area / max(before.area, 1) / growth)
+
+
+def _set_down(obj: SceneObject, at: np.ndarray, scale: float, size: tuple[int, int]) -> np.ndarray:
+    """(H, W) bool: ``obj``'s outline scaled by ``scale`` about its contact point and set down
+    with that point at ``at`` (the other view's place for it; ``size`` that view's (w, h)),
+    widened by _PLACED_SLACK of the long side (the camera's fit, the object's parallax)."""
+    cx, cy = obj.contact
+    m = np.float32([[scale, 0, at[0] - scale * cx], [0, scale, at[1] - scale * cy]])
+    out = cv2.warpAffine(obj.mask.astype(np.uint8), m, size, flags=cv2.INTER_NEAREST)
+    grow = 2 * round(_PLACED_SLACK * max(size)) + 1
+    return cv2.dilate(out, np.ones((grow, grow), np.uint8)) > 0
 
 
 def _shifted(mask: np.ndarray, dx: float, dy: float) -> np.ndarray:
@@ -1731,15 +1745,21 @@ def compare_objects(
         return all(new_at(j, inverse=m) for m in inverses)
 
     # The pixels of matched objects, except those that look bigger in one view than the
-    # camera's zoom explains (there they may have swallowed a repainted neighbour).
+    # camera's zoom explains (there they may have swallowed a repainted neighbour), and those
+    # beyond where the camera puts the partner's outline: a neighbour repainted to the matched
+    # object's colour and merged with it there, too little of it in view to pass the size test
+    # (a green cube turned cyan behind a cyan cylinder, a cyan ball turned purple behind a
+    # purple one), was "explained" by its new neighbour and went unsaid.
     matched_b = np.zeros((size[1], size[0]), bool)
     matched_a = np.zeros((size[1], size[0]), bool)
+    zoom = math.sqrt(growth)
     for i, j in fit.pairs:
         grew = _size_gap(before[i], after[j], growth)
         if grew < _SWALLOWED:
-            matched_a |= after[j].mask
+            matched_a |= after[j].mask & _set_down(before[i], predicted(i), zoom, size)
         if grew > -_SWALLOWED:
-            matched_b |= before[i].mask
+            at = _apply(inverse, after[j].contact)
+            matched_b |= before[i].mask & _set_down(after[j], at, 1 / zoom, size)
 
     def judged(obj: SceneObject, region: np.ndarray, view: list[SceneObject]) -> bool:
         """Whether an object left unmatched can be an arrival, a departure or a repaint: the
@@ -1822,7 +1842,13 @@ def compare_objects(
     # Left over: gone or new, when the other view shows floor where it stood.
     for i in sorted(left_b):
         region = region_after(i)
-        if not judged(before[i], region, before) or not gone_under_every_map(i):
+        if not judged(before[i], region, before):
+            continue
+        gone = gone_under_every_map(i)
+        # A grey object counts colour where it stood as evidence that it is still there (a
+        # grey metal mirrors its neighbours), so a grey object repainted never read as gone,
+        # and never reached the question below; it may be repainted, not gone.
+        if not gone and before[i].colour != "gray":
             continue
         # Something else stands there: the object, repainted, that segmentation did not find
         # as a whole (or merged with a neighbour).
@@ -1839,7 +1865,8 @@ def compare_objects(
             ):
                 changes.append(ObjectChange("colour", before[i], None, colour, 0.6))
             continue
-        changes.append(ObjectChange("disappeared", before[i], None, "", _sure(before[i])))
+        if gone:
+            changes.append(ObjectChange("disappeared", before[i], None, "", _sure(before[i])))
     for j in sorted(left_a):
         region = region_before(j)
         if not judged(after[j], region, after) or not new_under_every_map(j):
@@ -1993,11 +2020,15 @@ def _part_of(obj: SceneObject, view: list[SceneObject], colour: str) -> bool:
     """Whether ``obj`` is a piece of an object of ``colour`` in the same view, split off it by
     colour (a metal mirroring a neighbour or a lamp: a blue sphere's bright patch reads cyan):
     one of that colour touches it and the two outlines together are as convex as one object's
-    (_ONE_OUTLINE). A neighbour repainted to that colour stands apart, or makes a waist."""
+    (_ONE_OUTLINE). A neighbour repainted to that colour stands apart, or makes a waist. Where
+    grey is one of the two colours, the piece is no bigger than that object (a metal's dark side,
+    its mirror image of a neighbour): a grey cylinder standing before a cyan ball, both one
+    convex outline, turned cyan and was taken for a piece of the ball."""
     near = cv2.dilate(obj.mask.astype(np.uint8), np.ones((5, 5), np.uint8)) > 0
     return any(
         other is not obj
         and other.colour == colour
+        and ("gray" not in (obj.colour, colour) or obj.area <= other.area)
         and bool((near & other.mask).any())
         and _solidity(obj.mask | other.mask) >= _ONE_OUTLINE
         for other in view
