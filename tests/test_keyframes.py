@@ -157,18 +157,28 @@ def test_a_plan_the_decoded_frames_contradict_falls_back_to_decoding_everything(
     assert fast[:2] == _sampled(h264_clip, "2f", False)[:2]
 
 
-def test_a_long_file_is_scanned_whole_only_where_its_start_admits_a_plan(h264_clip, monkeypatch):
+@pytest.fixture
+def scans(monkeypatch) -> list[float | None]:
+    """How far each packet scan the video reader makes reads (None: the whole file), in order."""
     import spotdiff_cli.frames.video as video
 
-    scans: list[float | None] = []
+    made: list[float | None] = []
 
     def counted(exe, path, seconds=None, **kwargs):
-        scans.append(seconds)
+        made.append(seconds)
         return scan_packets(exe, path, seconds=seconds, **kwargs)
+
+    monkeypatch.setattr(video, "scan_packets", counted)
+    return made
+
+
+def test_a_long_file_is_scanned_whole_only_where_its_start_admits_a_plan(
+    h264_clip, monkeypatch, scans
+):
+    import spotdiff_cli.frames.video as video
 
     monkeypatch.setattr(video, "LONG_SECONDS", 5.0)  # the clip is 9.5 s: "long"
     monkeypatch.setattr(video, "PREFIX_SECONDS", 3.0)
-    monkeypatch.setattr(video, "scan_packets", counted)
     off_grid = _sampled(h264_clip, "3f", True)
     assert scans == [3.0] and off_grid[2] == FRAMES  # the first 3 s ruled it out
     scans.clear()
@@ -177,16 +187,7 @@ def test_a_long_file_is_scanned_whole_only_where_its_start_admits_a_plan(h264_cl
     assert on_grid[:2] == _sampled(h264_clip, "5f", False)[:2]
 
 
-def test_a_short_file_is_scanned_once_whole(h264_clip, monkeypatch):
+def test_a_short_file_is_scanned_once_whole(h264_clip, scans):
     """The probe knows the clip lasts 9.5 s: no first-minute scan before the whole one."""
-    import spotdiff_cli.frames.video as video
-
-    scans: list[float | None] = []
-
-    def counted(exe, path, seconds=None, **kwargs):
-        scans.append(seconds)
-        return scan_packets(exe, path, seconds=seconds, **kwargs)
-
-    monkeypatch.setattr(video, "scan_packets", counted)
     assert _sampled(h264_clip, "5f", True)[:2] == _sampled(h264_clip, "5f", False)[:2]
     assert scans == [None]
