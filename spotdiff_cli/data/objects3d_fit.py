@@ -26,6 +26,7 @@ import numpy as np
 
 from ..analysis.objects3d import segment_objects
 from ..frames import load_image
+from ..geometry import box_iou
 from .clevr_scene import ClevrConfig, box_of, sample_triplet
 
 MATERIAL_FEATURES = {  # name: enters as its logarithm?
@@ -63,15 +64,21 @@ FOLDERS = {"default": "images", "semantic": "sc_images", "nonsemantic": "nsc_ima
 TREE_FEATURES = (*MATERIAL_FEATURES, "chroma_corr", "saturation_spread", "median_ratio")
 
 
-def rows_of(folder: Path, scenes: int) -> list[dict]:
-    """One row per segmented object matched to a gold object: scene, gold attributes, features."""
+def rendered_config(folder: Path) -> ClevrConfig:
+    """The settings a folder of ``spotdiff data clevr`` was rendered with (its ``clevr.json``):
+    with them, ``sample_triplet`` gives each scene's objects and cameras again."""
     settings = json.loads((folder / "clevr.json").read_text())
     fields = ("seed", "width", "height", "spp", "min_objects", "max_objects", "captions")
-    config = ClevrConfig(
+    return ClevrConfig(
         pairs=settings["pairs"],
         preset=settings.get("preset", "easy"),
         **{k: settings[k] for k in fields},
     )
+
+
+def rows_of(folder: Path, scenes: int) -> list[dict]:
+    """One row per segmented object matched to a gold object: scene, gold attributes, features."""
+    config = rendered_config(folder)
     rows = []
     for index in range(min(scenes, config.pairs)):
         triplet = sample_triplet(index, config)
@@ -83,8 +90,8 @@ def rows_of(folder: Path, scenes: int) -> list[dict]:
                 box = box_of(obj, view.camera, *config.size)
                 best, overlap = None, 0.5
                 for k, seen in enumerate(found):
-                    if k not in used and _iou(seen.bbox, box) >= overlap:
-                        best, overlap = k, _iou(seen.bbox, box)
+                    if k not in used and box_iou(seen.bbox, box) >= overlap:
+                        best, overlap = k, box_iou(seen.bbox, box)
                 if best is None:
                     continue
                 used.add(best)
@@ -97,15 +104,6 @@ def rows_of(folder: Path, scenes: int) -> list[dict]:
                     }
                 )
     return rows
-
-
-def _iou(a: tuple, b: tuple) -> float:
-    ax, ay, aw, ah = a
-    bx, by, bw, bh = b
-    ix = max(0, min(ax + aw, bx + bw) - max(ax, bx))
-    iy = max(0, min(ay + ah, by + bh) - max(ay, by))
-    inter = ix * iy
-    return inter / max(1e-9, aw * ah + bw * bh - inter)
 
 
 def _scene_folds(rows: list[dict], folds: int = 5) -> Iterator[np.ndarray]:

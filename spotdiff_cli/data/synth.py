@@ -46,6 +46,7 @@ import cv2
 import numpy as np
 
 from ..errors import InputError, OutputError, UsageError
+from ..geometry import box_iou
 
 # Colour names and their RGB: the vocabulary of colour words in captions.
 VEHICLE_COLOURS: dict[str, tuple[int, int, int]] = {
@@ -355,13 +356,6 @@ def _register(frame: np.ndarray, background: np.ndarray, max_shift: float) -> np
     return np.clip(out * gain, 0, 255)
 
 
-def _box_iou(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> float:
-    ix = max(0, min(a[0] + a[2], b[0] + b[2]) - max(a[0], b[0]))
-    iy = max(0, min(a[1] + a[3], b[1] + b[3]) - max(a[1], b[1]))
-    inter = ix * iy
-    return inter / float(a[2] * a[3] + b[2] * b[3] - inter)
-
-
 def cut_sprites(
     video: str | Path,
     out: str | Path,
@@ -456,7 +450,7 @@ def cut_sprites(
                 continue  # faint: a shadow or reflection on the wall, not an object
             box = (x, y, w, h)
             current.append(box)
-            if any(_box_iou(box, other) > 0.6 for other in previous):
+            if any(box_iou(box, other) > 0.6 for other in previous):
                 continue  # the same object standing still since the last frame: one sprite is enough
             # Clothing the colour of the wall leaves holes; an object has none.
             contours, _ = cv2.findContours(component, cv2.RETR_EXTERNAL, cv2.CHAIN_APPROX_SIMPLE)
