@@ -1007,3 +1007,44 @@ def test_a_matched_objects_pixels_end_where_the_camera_puts_its_outline():
     assert placed[96, 220] and placed[120 - 4, 220] and placed[96, 220 - 20]
     assert not placed[96 - 24 - 12 - 20, 220]  # a neighbour behind, 20 px above its top
     assert not placed[96, 100]  # where it stood before
+
+
+def test_an_object_touching_the_dark_far_floor_is_not_lost_in_it():
+    from spotdiff_cli.analysis.objects3d import segment_objects
+
+    # The far floor at the top of a CLEVR view falls off to dark over a band 40 px tall, which
+    # the floor's closing (a kernel wider than the band) filled in as it would a dark object:
+    # the band read as one dark object, and a grey cylinder standing against it went with it.
+    image = _floor().astype(np.float32)
+    fall_off = np.clip(np.linspace(0.25, 1.6, 64), 0.25, 1.0)  # dark up to row 27, floor by 40
+    image[:64] *= fall_off[:, None, None]
+    image = image.astype(np.uint8)
+    cv2.rectangle(image, (200, 24), (250, 110), (58, 58, 58), -1)  # a grey cylinder's body
+    cv2.ellipse(image, (225, 110), (25, 7), 0, 0, 180, (58, 58, 58), -1)  # its round foot
+    found = segment_objects(image)
+    assert found is not None
+    assert all(o.bbox[2] < 0.5 * image.shape[1] for o in found), [o.bbox for o in found]
+    grey = [o for o in found if o.colour == "gray"]
+    assert len(grey) == 1, [(o.words(), o.bbox) for o in found]
+    x, y, w, h = grey[0].bbox
+    assert abs(x - 200) <= 3 and abs(w - 51) <= 4 and y + h >= 112 and y <= 40
+
+
+def test_a_pool_of_light_that_moved_is_no_object_that_appeared():
+    # The camera stayed and a lamp's pool of light moved from the upper left of the floor to
+    # the lower right: one gain per channel does not model it (the correction stays under a
+    # level), and two fifths of the view changed. The pixels read the lit floor as "a large
+    # grey object appeared in the lower right" and the one it left as "gone"; the objects all
+    # stand where they stood, so nothing appeared or went.
+    h, w = 320, 480
+    yy, xx = np.mgrid[0:h, 0:w]
+    scene = _scene(_OBJECTS).astype(np.float32)
+
+    def lit(x: float, y: float) -> np.ndarray:
+        pool = np.exp(-(((xx - x) / 120.0) ** 2 + ((yy - y) / 84.0) ** 2))
+        return np.clip(scene * (0.75 + 0.5 * pool)[:, :, None], 0, 255).astype(np.uint8)
+
+    report = describe(lit(100, 100), lit(380, 250))
+    assert report.analysis.camera is None
+    assert report.analysis.mask.lighting_correction < 1.0
+    assert set(kinds(report)) <= {"lighting", "no_change"}, [s.text for s in report.sentences]

@@ -103,6 +103,9 @@ _MIN_SIDE = 10
 # this is not a scene of objects on a plain floor.
 _MIN_FLOOR = 0.5
 _MAX_OBJECTS = 15
+# A row of the floor map (an eighth of the view's) is far floor when at least this share of it
+# reads darker than _DARK against the closing (_floor_luminance).
+_FAR_ROW = 0.5
 # The floor is plain: its grain (robust spread of log-luminance detail) stays below this.
 _MAX_FLOOR_GRAIN = 0.08
 
@@ -169,7 +172,8 @@ def _luminance(rgb: np.ndarray) -> np.ndarray:
 def _floor_luminance(luminance: np.ndarray, colourful: np.ndarray) -> np.ndarray:
     """The floor's linear luminance under every pixel, as if no object stood on it: at an
     eighth of the size, colourful pixels filled from their surroundings, dark objects and
-    shadows closed over (a grey closing as wide as a large object), smoothed."""
+    shadows closed over (a grey closing as wide as a large object), smoothed; the far floor's
+    dark band at the top of the view, row by row (see below)."""
     h, w = luminance.shape
     sw, sh = max(8, w // 8), max(8, h // 8)
     small = cv2.resize(luminance, (sw, sh), interpolation=cv2.INTER_AREA)
@@ -183,7 +187,19 @@ def _floor_luminance(luminance: np.ndarray, colourful: np.ndarray) -> np.ndarray
     kernel = np.ones((k, k), np.uint8)
     closed = cv2.erode(cv2.dilate(small, kernel), kernel)
     closed = cv2.GaussianBlur(closed, (0, 0), max(1.0, k / 4))
-    return cv2.resize(closed, (w, h), interpolation=cv2.INTER_LINEAR)
+    floor = cv2.resize(closed, (w, h), interpolation=cv2.INTER_LINEAR)
+    # The far floor at the top of a view darkens faster than the closing follows: a band a few
+    # cells tall across the frame, which it closes over as it would a dark object, so the band
+    # read as one dark object and took any object it touched with it. Rows of cells mostly
+    # that much darker than the closing, from the top down, are floor: their pixels' own
+    # median, row by row (the rows below keep the closing's floor).
+    far = 0
+    while far < sh and np.mean(small[far] < _DARK * closed[far]) >= _FAR_ROW:
+        far += 1
+    if far:
+        rows = min(h, round(far * h / sh))
+        floor[:rows] = np.median(luminance[:rows], axis=1, keepdims=True)
+    return floor
 
 
 @dataclass(frozen=True)
