@@ -248,9 +248,13 @@ def _object_view(
         # what changed, where the pixels see moved shadows and re-shaded metal (on the tuning
         # renders, 4 of 35 such distractors read "the blue object kept its colour but changed
         # material", "the large white object is gone"; the objects found none of it). The
-        # shift search's view stands, without a camera.
+        # shift search's view stands, without a camera; and a light that changed a quarter of
+        # the view is said even when one gain per channel does not model it (a moved pool).
         clusters = list(change_clusters(found, (h, w)))
-        return dataclasses.replace(shifted, clusters=clusters)
+        mask = shifted.mask
+        if mask.changed_fraction > _OBJECTS_RELIT_SHARE and not mask.lighting_changed:
+            mask = dataclasses.replace(mask, lighting_changed=True)
+        return dataclasses.replace(shifted, clusters=clusters, mask=mask)
     if not _OBJECTS_MOVED * max(h, w) <= departure <= _OBJECTS_MOVED_AT_MOST * max(h, w):
         return None
     warped, valid = warp_to_before(after, homography)
