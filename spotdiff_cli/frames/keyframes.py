@@ -189,6 +189,22 @@ def frame_plan(
     return _shifted(_plan(index, np.arange(0, index.times.size, every), None), offset)
 
 
+def _printed(seconds: float) -> str:
+    """A time as the ``select`` expressions print it (six decimals)."""
+    return f"{seconds:.6f}"
+
+
+def time_select(first: float, every: float) -> str:
+    """ffmpeg's ``select`` expression keeping the first frame at or after each of
+    ``first + k * every`` seconds (absolute, as ``t`` reads them with ``-copyts``). It keeps the
+    next target in variable 0, initialised to the first; :func:`time_plan` follows it."""
+    f, e = _printed(first), _printed(every)
+    return (
+        f"if(eq(n,0),st(0,{f}));"
+        f"gte(t,ld(0)-{TIME_EPS})*st(0,{f}+{e}*(floor((t+{TIME_EPS}-{f})/{e})+1))"
+    )
+
+
 def time_plan(
     index: PacketIndex,
     first: float,
@@ -197,15 +213,15 @@ def time_plan(
     from_time: float | None = None,
 ) -> KeyframePlan | None:
     """Plan for the first frame at or after each of ``first + k * every`` seconds (absolute),
-    as the ordinary pass's time-based ``select`` keeps them: ``first`` and ``every`` as that
-    expression prints them (six decimals), so the comparisons are the same doubles. A frame
-    it keeps is the first at or after a target; when all of those are keyframes, the first
-    *keyframe* at or after each target is the same frame, so ``select`` itself picks them out
-    of a keyframes-only pass. ``from_time``: as :func:`frame_plan`'s."""
+    as the ordinary pass's time-based ``select`` (:func:`time_select`) keeps them: ``first``
+    and ``every`` as that expression prints them (six decimals), so the comparisons are the
+    same doubles. A frame it keeps is the first at or after a target; when all of those are
+    keyframes, the first *keyframe* at or after each target is the same frame, so ``select``
+    itself picks them out of a keyframes-only pass. ``from_time``: as :func:`frame_plan`'s."""
     index, offset = _from(index, from_time)
     if every <= 0 or index.times.size == 0 or not _worth_it(index):
         return None
-    first, every = float(f"{first:.6f}"), float(f"{every:.6f}")
+    first, every = float(_printed(first)), float(_printed(every))  # as time_select prints them
     kept = []
     target = first
     for i, t in enumerate(index.times.tolist()):

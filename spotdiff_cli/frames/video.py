@@ -52,6 +52,7 @@ from .keyframes import (
     frame_plan,
     scan_packets,
     time_plan,
+    time_select,
 )
 
 __all__ = [
@@ -758,10 +759,7 @@ class _FFmpegReader:
         select = None
         if every is not None:
             first = start + self.start_time
-            select = (
-                f"if(eq(n,0),st(0,{first:.6f}));"
-                f"gte(t,ld(0)-{TIME_EPS})*st(0,{first:.6f}+{every:.6f}*(floor((t+{TIME_EPS}-{first:.6f})/{every:.6f})+1))"
-            )
+            select = time_select(first, every)
         seek = start if start > 0 else None
         interval = every if every is not None else 1.0 / self.fps
         frames = (
