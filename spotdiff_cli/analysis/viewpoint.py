@@ -240,9 +240,9 @@ def _object_view(
     h, w = before.shape[:2]
     homography = found.camera.matrix / found.camera.matrix[2, 2]
     departure = departure_from_shift(homography, shifted.alignment, h, w)
+    pool_moved = shifted.mask.changed_fraction > _OBJECTS_RELIT_SHARE
     if departure < _OBJECTS_MOVED * max(h, w) and (
-        shifted.mask.lighting_correction > _OBJECTS_RELIT
-        or shifted.mask.changed_fraction > _OBJECTS_RELIT_SHARE
+        shifted.mask.lighting_correction > _OBJECTS_RELIT or pool_moved
     ):
         # The camera stayed and the light changed: the objects, compared where they stand, say
         # what changed, where the pixels see moved shadows and re-shaded metal (on the tuning
@@ -252,7 +252,7 @@ def _object_view(
         # the view is said even when one gain per channel does not model it (a moved pool).
         clusters = list(change_clusters(found, (h, w)))
         mask = shifted.mask
-        if mask.changed_fraction > _OBJECTS_RELIT_SHARE and not mask.lighting_changed:
+        if pool_moved and not mask.lighting_changed:
             mask = dataclasses.replace(mask, lighting_changed=True)
         return dataclasses.replace(shifted, clusters=clusters, mask=mask)
     if not _OBJECTS_MOVED * max(h, w) <= departure <= _OBJECTS_MOVED_AT_MOST * max(h, w):
