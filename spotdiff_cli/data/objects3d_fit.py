@@ -1,7 +1,8 @@
 """Refit the material and shape models of ``objects3d.py`` on rendered benchmarks.
 
     python -m spotdiff_cli.data.objects3d_fit /tmp/tune150 /tmp/wide16 ... [--scenes 150] \
-        [--trees spotdiff_cli/analysis/material_trees.json]
+        [--trees spotdiff_cli/analysis/material_trees.json] \
+        [--finish-trees spotdiff_cli/analysis/finish_trees.json]
 
 Every view of every scene is segmented; each segmented object is matched to the gold object
 whose box it overlaps most (IoU >= 0.5, boxes from the scene sampler); its features and the gold
@@ -12,6 +13,16 @@ into the weights, in the form ``objects3d._SHAPE_MODEL`` holds); with ``--trees`
 trees ``objects3d`` runs (``fit_trees``), cross-validated the same way and written to the file.
 The shipped trees came from the default render of seed 11 and the wide renders of seeds 16-19
 (docs/analysis.md); fit on renders you will not report on.
+
+With ``--finish-trees`` (and then only those), the trees that decide whether an object matched
+across a pair changed material (``objects3d._material_changed``): every semantic and distractor
+pair of every scene is matched as the describer does (``objects3d.match_objects``); each matched
+object that one view reads as metal and the other as rubber is a row
+(``objects3d.finish_features``), labelled by the gold (a material change of that object, found
+by its box in both views). Cross-validated render by render (each folder left out in turn), then
+fitted on every row and written to the file. The shipped finish trees came from the thirteen
+tuning renders of docs/analysis.md (the default render of seed 11, the wide renders of seeds
+16-27); ``--jobs`` folders are read at once.
 """
 
 from __future__ import annotations
@@ -20,11 +31,22 @@ import argparse
 import json
 import math
 from collections.abc import Iterator
+from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 import numpy as np
 
-from ..analysis.objects3d import segment_objects
+from ..analysis import resize_for_analysis
+from ..analysis.objects3d import (
+    _NEW_FINISH,
+    _SURE_METAL,
+    _SURE_NOT,
+    area_growth,
+    finish_features,
+    match_objects,
+    segment_objects,
+)
+from ..config import AnalysisConfig
 from ..frames import load_image
 from ..geometry import box_iou
 from .clevr_scene import ClevrConfig, box_of, sample_triplet
@@ -185,7 +207,114 @@ def fit_trees(rows: list[dict], out: Path) -> None:
     for test in _scene_folds(rows):
         right += int((model().fit(x[~test], y[~test]).predict(x[test]) == y[test]).sum())
     print(f"material trees: cross-validated accuracy {right / len(rows):.3f}")
-    final = model().fit(x, y)
+    _export(
+        model().fit(x, y),
+        x,
+        list(TREE_FEATURES),
+        out,
+        "metal vs rubber for objects3d._metal_probability; data/objects3d_fit.py --trees",
+    )
+
+
+# A segmented object is the gold's when its box overlaps the gold box this much (as
+# benchmarks/viewpoint_misses.py finds a changed object).
+FOUND_IOU = 0.3
+
+
+def finish_rows_of(folder: Path, scenes: int) -> list[dict]:
+    """One row per matched object of a pair (semantic or distractor) read as metal in one view
+    and rubber in the other: its ``finish_features`` and whether its material changed (gold)."""
+    config = rendered_config(folder)
+    work = AnalysisConfig().work_size
+    rows = []
+    for index in range(min(scenes, config.pairs)):
+        triplet = sample_triplet(index, config)
+        before, scale = resize_for_analysis(
+            load_image(folder / FOLDERS["default"] / f"CLEVR_default_{index:06d}.png"), work
+        )
+        for name in ("semantic", "nonsemantic"):
+            after, _ = resize_for_analysis(
+                load_image(folder / FOLDERS[name] / f"CLEVR_{name}_{index:06d}.png"), work
+            )
+            matched = match_objects(before, after)
+            if matched is None:
+                continue
+            (objects_b, _), (objects_a, _), fit = matched
+            gold = None
+            change = triplet.change
+            if name == "semantic" and change.type == "material":
+                gold = (
+                    _gold_index(objects_b, change.before, triplet.default.camera, scale, config),
+                    _gold_index(objects_a, change.after, triplet.semantic.camera, scale, config),
+                )
+            growth = area_growth(objects_b, objects_a, fit.pairs)
+            for i, j in fit.pairs:
+                b, a = objects_b[i], objects_a[j]
+                least, most = sorted((b.features["p_metal"], a.features["p_metal"]))
+                if least < _SURE_NOT and most > _SURE_METAL:
+                    rows.append(
+                        {
+                            "folder": str(folder),
+                            "changed": gold == (i, j),
+                            "distractor": name == "nonsemantic",
+                            **finish_features(b, a, growth),
+                        }
+                    )
+    return rows
+
+
+def _gold_index(objects: list, gold, camera, scale: float, config: ClevrConfig) -> int | None:
+    """The index of the segmented object that is the gold object (its box, IoU >= FOUND_IOU)."""
+    box = tuple(v / scale for v in box_of(gold, camera, *config.size))
+    overlaps = [box_iou(o.bbox, box) for o in objects]
+    best = max(range(len(objects)), key=overlaps.__getitem__, default=None)
+    return best if best is not None and overlaps[best] >= FOUND_IOU else None
+
+
+def fit_finish_trees(rows: list[dict], out: Path) -> None:
+    """Gradient-boosted trees for "this object's finish changed" (100 trees of at most 6 leaves),
+    cross-validated folder by folder, then fitted on every row and written to ``out``."""
+    from sklearn.ensemble import HistGradientBoostingClassifier
+
+    names = [k for k in rows[0] if k not in ("folder", "changed", "distractor")]
+    x = np.array([[r[k] for k in names] for r in rows], np.float64)
+    y = np.array([r["changed"] for r in rows])
+    folders = np.array([r["folder"] for r in rows])
+    distractor = np.array([r["distractor"] for r in rows])
+
+    def model() -> HistGradientBoostingClassifier:
+        return HistGradientBoostingClassifier(
+            max_iter=100,
+            max_leaf_nodes=6,
+            learning_rate=0.1,
+            min_samples_leaf=10,
+            early_stopping=False,
+            random_state=0,
+        )
+
+    p = np.zeros(len(rows))
+    for folder in np.unique(folders):
+        test = folders == folder
+        p[test] = model().fit(x[~test], y[~test]).predict_proba(x[test])[:, 1]
+    said = p >= _NEW_FINISH
+    print(
+        f"finish trees, cross-validated by render: {len(rows)} objects read metal one way and "
+        f"rubber the other, {int(y.sum())} changed; at {_NEW_FINISH}: {int((said & y).sum())} "
+        f"found, {int((said & ~y).sum())} others called changed "
+        f"({int((said & ~y & distractor).sum())} in distractors)"
+    )
+    _export(
+        model().fit(x, y),
+        x,
+        names,
+        out,
+        "new finish for objects3d._material_changed; data/objects3d_fit.py --finish-trees",
+    )
+
+
+def _export(final, x: np.ndarray, names: list[str], out: Path, about: str) -> None:
+    """Write a fitted binary HistGradientBoostingClassifier to ``out`` as plain arrays that
+    ``objects3d._trees_probability`` evaluates without scikit-learn, and check that it does."""
     trees = []
     for (predictor,) in final._predictors:  # binary: one tree per iteration
         nodes = predictor.nodes
@@ -200,15 +329,15 @@ def fit_trees(rows: list[dict], out: Path) -> None:
             }
         )
     exported = {
-        "about": "metal vs rubber for objects3d._metal_probability; data/objects3d_fit.py --trees",
-        "features": list(TREE_FEATURES),
+        "about": about,
+        "features": names,
         "baseline": float(np.ravel(final._baseline_prediction)[0]),
         "trees": trees,
     }
     out.write_text(json.dumps(exported, separators=(",", ":")) + "\n")
     from ..analysis.objects3d import _trees_probability
 
-    mine = np.array([_trees_probability(exported, dict(zip(TREE_FEATURES, r))) for r in x])
+    mine = np.array([_trees_probability(exported, dict(zip(names, r))) for r in x])
     theirs = final.predict_proba(x)[:, 1]
     print(
         f"wrote {out}: {len(trees)} trees; largest gap to scikit-learn {np.abs(mine - theirs).max():.2e}"
@@ -224,10 +353,21 @@ def main() -> None:
     parser.add_argument(
         "--trees", type=Path, help="also fit the material trees and write them here (json)"
     )
+    parser.add_argument(
+        "--finish-trees",
+        type=Path,
+        help="fit only the trees that decide a material change, and write them here (json)",
+    )
+    parser.add_argument("--jobs", type=int, default=2, help="folders read at once (finish trees)")
     args = parser.parse_args()
     for folder in args.folders:
         if not (folder / "clevr.json").is_file():
             parser.error(f"{folder}: not a render of `spotdiff data clevr` (no clevr.json)")
+    if args.finish_trees:
+        with ProcessPoolExecutor(args.jobs) as pool:
+            found = pool.map(finish_rows_of, args.folders, [args.scenes] * len(args.folders))
+            fit_finish_trees([row for rows in found for row in rows], args.finish_trees)
+        return
     rows = []
     for number, folder in enumerate(args.folders):
         # Scenes of different renders are different scenes for the cross-validation's folds.
