@@ -375,6 +375,21 @@ def test_objects_tell_a_moved_camera_from_a_moved_object():
     assert [(c.event, c.subject.colour) for c in found.changes] == [("moved", "yellow")]
 
 
+def test_a_short_move_the_camera_fit_took_in_is_still_a_move():
+    from spotdiff_cli.analysis.objects3d import analyse_objects
+
+    # Seven objects: the robust affine through them takes a ball moved 26 px (29 in the zoomed
+    # view) as one more pair, its contact point some 25 px from the camera's place where the
+    # others keep within a few.
+    objects = _OBJECTS + [("purple", 420, 120, 15), ("red", 90, 260, 20)]
+    before = _scene(objects)
+    assert analyse_objects(before, _scene(_moved(objects), seed=1)).changes == []
+    moved = [o if o[0] != "yellow" else ("yellow", 406, 210, 18) for o in objects]
+    found = analyse_objects(before, _scene(_moved(moved), seed=1))
+    assert any(found.before[i].colour == "yellow" for i, _ in found.camera.pairs)
+    assert [(c.event, c.subject.colour) for c in found.changes] == [("moved", "yellow")]
+
+
 def test_objects_added_removed_and_repainted_while_the_camera_moved():
     from spotdiff_cli.analysis.objects3d import analyse_objects
 
