@@ -21,9 +21,11 @@ the objects are the unit instead:
 3. **Cut merged objects apart** (``_split_merged``): two objects of one colour that touch in
    one view are found there as one; when a pair's areas disagree by more than the camera's
    zoom, what the bigger holds beyond its partner's outline becomes an object of its own.
-4. **Judge**: an object whose contact point lands where the camera puts it stayed; one matched
-   by look but not by place moved (its old and new places in view, and floor there in the
-   other view); an unmatched object with an unmatched one of the same shape and size where
+4. **Judge**: an object whose contact point lands where the camera puts it stayed, and changed
+   material when one view reads it metal and the other rubber and the finish trees say so
+   (``_material_changed``); one matched by look but not by place moved (its old and new places
+   in view, and floor there in the other view; also a pair the camera's fit took in whose
+   contact point is a move away); an unmatched object with an unmatched one of the same shape and size where
    the camera puts it changed colour or material; what is left appeared or is gone, when it
    is the size of an object (not a sliver), its place is in the other view, and that view
    shows floor there (objects of another colour standing behind the place do not count).
