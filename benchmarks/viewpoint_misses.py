@@ -6,7 +6,7 @@ camera's matching, or the decision about a matched or left-over object.
 For every semantic pair of each folder (written by ``spotdiff data clevr``) that the default
 describer leaves without an object sentence (a miss, as ``benchmarks/viewpoint.py`` counts
 "semantic changes reported"), the changed object is looked for by its gold box (the scene
-sampler's ``box_of``, IoU at least ``FOUND_IOU``) among the objects that
+sampler's ``box_of``, IoU at least ``objects3d_fit.FOUND_IOU``) among the objects that
 ``analysis/objects3d.analyse_objects`` segments in each view, and then among the camera's
 pairs. Each miss lands in one stage:
 
@@ -43,15 +43,11 @@ from viewpoint import object_sentences  # noqa: E402  (what counts as reported)
 from spotdiff_cli.analysis import resize_for_analysis  # noqa: E402
 from spotdiff_cli.analysis.objects3d import analyse_objects  # noqa: E402
 from spotdiff_cli.config import AnalysisConfig, CaptionConfig  # noqa: E402
-from spotdiff_cli.data.clevr_scene import box_of, sample_triplet  # noqa: E402
-from spotdiff_cli.data.objects3d_fit import rendered_config  # noqa: E402
+from spotdiff_cli.data.clevr_scene import sample_triplet  # noqa: E402
+from spotdiff_cli.data.objects3d_fit import gold_box, gold_index, rendered_config  # noqa: E402
 from spotdiff_cli.describer import PairDescriber  # noqa: E402
 from spotdiff_cli.frames import load_image  # noqa: E402
-from spotdiff_cli.geometry import box_iou  # noqa: E402
 
-# A segmented object is the changed one when its box overlaps the gold box this much (an
-# outline merged with a neighbour or a shadow overlaps less, and counts as not segmented).
-FOUND_IOU = 0.3
 STAGES = (
     "not a floor scene",
     "not segmented (before)",
@@ -68,13 +64,6 @@ TYPES = ("add", "drop", "move", "color", "material")
 def _describer() -> PairDescriber:
     """The default describer, made once per worker process."""
     return PairDescriber(AnalysisConfig(camera="auto"), CaptionConfig())
-
-
-def _changed_object(objects: list, box: tuple[float, ...]) -> int | None:
-    """The index of the segmented object that is the gold box's, or None."""
-    overlaps = [box_iou(o.bbox, box) for o in objects]
-    best = max(range(len(objects)), key=overlaps.__getitem__, default=None)
-    return best if best is not None and overlaps[best] >= FOUND_IOU else None
 
 
 def miss_stage(folder: Path, index: int) -> tuple[str, str, str] | None:
@@ -96,17 +85,18 @@ def miss_stage(folder: Path, index: int) -> tuple[str, str, str] | None:
     if found is None:
         return "not a floor scene", change.type, words
 
-    def where(obj, camera) -> tuple[float, ...]:
-        return tuple(v / scale for v in box_of(obj, camera, *config.size))
-
     k_before = k_after = None
     lost = []
     if change.before is not None:
-        k_before = _changed_object(found.before, where(change.before, triplet.default.camera))
+        k_before = gold_index(
+            found.before, gold_box(change.before, triplet.default.camera, config, scale)
+        )
         if k_before is None:
             lost.append("before")
     if change.after is not None:
-        k_after = _changed_object(found.after, where(change.after, triplet.semantic.camera))
+        k_after = gold_index(
+            found.after, gold_box(change.after, triplet.semantic.camera, config, scale)
+        )
         if k_after is None:
             lost.append("after")
     if lost:

@@ -2020,11 +2020,17 @@ def _material_changed(before: SceneObject, after: SceneObject, growth: float = 1
     and the other is sure it is rubber (_SURE_METAL, _SURE_NOT), and the finish trees, which
     weigh how the two sides differ (``finish_features``; ``growth``: the scene's area growth,
     see ``area_growth``), say it is a new finish (_NEW_FINISH)."""
-    least, most = sorted((before.features["p_metal"], after.features["p_metal"]))
-    if not (least < _SURE_NOT and most > _SURE_METAL):
+    if not finish_candidate(before, after):
         return False
     features = finish_features(before, after, growth)
     return _trees_probability(_finish_trees(), features) >= _NEW_FINISH
+
+
+def finish_candidate(before: SceneObject, after: SceneObject) -> bool:
+    """Whether the finish trees are asked about an object matched in both views: one view sure
+    it is rubber (P(metal) under _SURE_NOT), the other reading it as metal (over _SURE_METAL)."""
+    least, most = sorted((before.features["p_metal"], after.features["p_metal"]))
+    return least < _SURE_NOT and most > _SURE_METAL
 
 
 # The trees' probability of a new finish at which one is said. Cross-validated by render (each of

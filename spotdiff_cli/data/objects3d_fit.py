@@ -39,9 +39,8 @@ import numpy as np
 from ..analysis import resize_for_analysis
 from ..analysis.objects3d import (
     _NEW_FINISH,
-    _SURE_METAL,
-    _SURE_NOT,
     area_growth,
+    finish_candidate,
     finish_features,
     match_objects,
     segment_objects,
@@ -216,8 +215,9 @@ def fit_trees(rows: list[dict], out: Path) -> None:
     )
 
 
-# A segmented object is the gold's when its box overlaps the gold box this much (as
-# benchmarks/viewpoint_misses.py finds a changed object).
+# A segmented object is the gold's when its box overlaps the gold box this much (an outline
+# merged with a neighbour or a shadow overlaps less, and counts as not found); the finish rows
+# and benchmarks/viewpoint_misses.py find changed objects so.
 FOUND_IOU = 0.3
 
 
@@ -244,14 +244,17 @@ def finish_rows_of(folder: Path, scenes: int) -> list[dict]:
             change = triplet.change
             if name == "semantic" and change.type == "material":
                 gold = (
-                    _gold_index(objects_b, change.before, triplet.default.camera, scale, config),
-                    _gold_index(objects_a, change.after, triplet.semantic.camera, scale, config),
+                    gold_index(
+                        objects_b, gold_box(change.before, triplet.default.camera, config, scale)
+                    ),
+                    gold_index(
+                        objects_a, gold_box(change.after, triplet.semantic.camera, config, scale)
+                    ),
                 )
             growth = area_growth(objects_b, objects_a, fit.pairs)
             for i, j in fit.pairs:
                 b, a = objects_b[i], objects_a[j]
-                least, most = sorted((b.features["p_metal"], a.features["p_metal"]))
-                if least < _SURE_NOT and most > _SURE_METAL:
+                if finish_candidate(b, a):
                     rows.append(
                         {
                             "folder": str(folder),
@@ -263,9 +266,15 @@ def finish_rows_of(folder: Path, scenes: int) -> list[dict]:
     return rows
 
 
-def _gold_index(objects: list, gold, camera, scale: float, config: ClevrConfig) -> int | None:
-    """The index of the segmented object that is the gold object (its box, IoU >= FOUND_IOU)."""
-    box = tuple(v / scale for v in box_of(gold, camera, *config.size))
+def gold_box(obj, camera, config: ClevrConfig, scale: float) -> tuple[float, ...]:
+    """A gold object's (x, y, w, h) box as the scene sampler puts it in a view, in the pixels of
+    the analysed view (the render's over ``scale``, ``resize_for_analysis``'s factor)."""
+    return tuple(v / scale for v in box_of(obj, camera, *config.size))
+
+
+def gold_index(objects: list, box: tuple[float, ...]) -> int | None:
+    """The index of the segmented object whose box overlaps the gold ``box`` most, at least
+    FOUND_IOU (same pixels as the objects'), or None."""
     overlaps = [box_iou(o.bbox, box) for o in objects]
     best = max(range(len(objects)), key=overlaps.__getitem__, default=None)
     return best if best is not None and overlaps[best] >= FOUND_IOU else None
@@ -363,6 +372,8 @@ def main() -> None:
     for folder in args.folders:
         if not (folder / "clevr.json").is_file():
             parser.error(f"{folder}: not a render of `spotdiff data clevr` (no clevr.json)")
+    if args.jobs < 1:
+        parser.error(f"--jobs must be 1 or more, not {args.jobs}")
     if args.finish_trees:
         with ProcessPoolExecutor(args.jobs) as pool:
             found = pool.map(finish_rows_of, args.folders, [args.scenes] * len(args.folders))
