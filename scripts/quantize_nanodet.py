@@ -11,7 +11,12 @@ From weights/nanodet_coco.onnx (scripts/convert_nanodet.sh), two steps:
    cell counts become named dimensions, so the 416x256 canvas of a 16:9 frame and the 224
    square of a small region run as they do in ``cv2.dnn`` (checked here against the float graph).
 2. **Static int8 quantisation, QDQ format** (onnxruntime.quantization: weights int8 per output
-   channel, activations uint8, ranges from min/max over calibration inputs). Why: a pass costs
+   channel in 7 bits (``reduce_range``), activations uint8, ranges from min/max over calibration
+   inputs). Seven bits because onnxruntime's int8 convolution on a CPU without VNNI (AVX2: AMD
+   Zen 3, older Intel) adds each pair of uint8 x int8 products in a saturating 16-bit sum: with
+   8-bit weights those sums overflowed, and the same graph found other boxes there than on a
+   VNNI CPU (class scores off the float graph's by up to 0.20 instead of 0.08; a car park's car
+   became a kite). With 255 * 64 * 2 = 32640 < 2^15 every sum is exact, on every CPU. Why: a pass costs
    a quarter of the float graph's on ``cv2.dnn`` (benchmarks/detector.py), which was most of a
    video run's time on a 2-core machine. ``cv2.dnn`` (4.x) cannot read this graph; spotdiff runs
    it with onnxruntime.
@@ -206,6 +211,7 @@ def quantize(source: Path, out: Path, inputs: list[np.ndarray]) -> None:
             activation_type=QuantType.QUInt8,
             weight_type=QuantType.QInt8,
             per_channel=True,
+            reduce_range=True,
             nodes_to_exclude=kept_in_float(prepared),
         )
         check_scales(out)

@@ -246,6 +246,26 @@ def test_shipped_weights_match_the_manifest():
     assert D.default_detector().backend == "onnxruntime"
 
 
+def test_the_int8_weights_sum_exactly_on_every_cpu():
+    """onnxruntime's int8 convolution on CPUs without VNNI (AVX2: AMD Zen 3, older Intel) adds
+    each pair of uint8 x int8 products in a saturating 16-bit sum (VPMADDUBSW). With 8-bit
+    weights those sums overflow, and the same graph found other boxes there than on a VNNI
+    CPU (a car park's car became a kite). Weights within 7 bits keep every pair's sum inside
+    int16 (255 * 64 * 2 = 32640), so the integer sums are exact everywhere."""
+    onnx = pytest.importorskip("onnx")
+    from onnx import numpy_helper
+
+    graph = onnx.load(str(REPO / "weights" / "nanodet_coco_int8.onnx")).graph
+    weights = [
+        numpy_helper.to_array(t)
+        for t in graph.initializer
+        if t.data_type == onnx.TensorProto.INT8 and np.prod(t.dims) > 1
+    ]
+    assert len(weights) >= 30  # every convolution's kernel
+    worst = max(int(np.abs(w.astype(np.int32)).max()) for w in weights)
+    assert 255 * worst * 2 <= np.iinfo(np.int16).max, worst
+
+
 def test_a_corrupt_int8_graph_is_one_line(tmp_path):
     bad = tmp_path / "nanodet_int8.onnx"
     bad.write_bytes((REPO / "weights" / "nanodet_coco_int8.onnx").read_bytes()[:4096])
