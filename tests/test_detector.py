@@ -100,8 +100,10 @@ class _FakeNet(D.ObjectDetector):
         self.outs = outs
         self.input_size = D.INPUT_SIZE
         self.blobs: list[np.ndarray] = []
-        self._lock = threading.RLock()
+        self._lock = threading.Lock()
+        self._net_lock = threading.Lock()
         self._recent = {}
+        self._making = {}
 
     def _forward(self, blob: np.ndarray) -> list[np.ndarray]:
         self.blobs.append(blob)
@@ -264,6 +266,66 @@ def test_the_int8_weights_sum_exactly_on_every_cpu():
     assert len(weights) >= 30  # every convolution's kernel
     worst = max(int(np.abs(w.astype(np.int32)).max()) for w in weights)
     assert 255 * worst * 2 <= np.iinfo(np.int16).max, worst
+
+
+class _SlowNet(_FakeNet):
+    """A pass that takes a while, counting how many run at once."""
+
+    def __init__(self, outs: list[np.ndarray]) -> None:
+        super().__init__(outs)
+        import threading
+
+        self.running = 0
+        self.most_at_once = 0
+        self.count_lock = threading.Lock()
+
+    def _forward(self, blob: np.ndarray) -> list[np.ndarray]:
+        import time
+
+        with self.count_lock:
+            self.running += 1
+            self.most_at_once = max(self.most_at_once, self.running)
+        time.sleep(0.05)
+        with self.count_lock:
+            self.running -= 1
+        return super()._forward(blob)
+
+
+def test_one_pass_per_frame_and_frames_side_by_side():
+    """Threads asking about one frame share its pass; a thread asking about another frame
+    does not wait for it (the video pipeline's stages ask about different samples at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    net = _SlowNet(_outputs({}, size=(256, 416)))
+    frames = [np.full((360, 640, 3), v, np.uint8) for v in (10, 200)]
+    for f in frames:
+        f.flags.writeable = False
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda i: net.detect(frames[i % 2]), range(6)))
+    assert answers == [[]] * 6
+    assert len(net.blobs) == 2  # one pass per frame, however many asked
+    assert net.most_at_once == 2  # the two frames' passes ran side by side
+    # Kept: asking again makes no pass.
+    net.detect(frames[0])
+    assert len(net.blobs) == 2
+
+
+def test_a_failed_pass_fails_every_asker_and_is_not_kept():
+    net = _FakeNet(_outputs({}, size=(256, 416)))
+    calls = []
+
+    def broken(blob):
+        calls.append(blob)
+        raise RuntimeError("out of memory")
+
+    net._forward = broken
+    frame = np.zeros((360, 640, 3), np.uint8)
+    frame.flags.writeable = False
+    for _ in range(2):
+        with pytest.raises(RuntimeError, match="out of memory"):
+            net.detect(frame)
+    assert len(calls) == 2  # the failure was not kept as an answer
+    assert net._making == {}
 
 
 def test_a_corrupt_int8_graph_is_one_line(tmp_path):

@@ -341,9 +341,16 @@ class ObjectDetector:
                 f"detector weights {path} lack the outputs {sorted(set(wanted) - names)}: "
                 "not a NanoDet model from scripts/convert_nanodet.sh"
             )
-        self._lock = threading.RLock()  # cv2.dnn.Net is not thread-safe; one pass per frame
+        # Guards the answers below, never a pass: a thread asking about a frame whose answer is
+        # kept must not wait for another frame's pass (the video pipeline's stages ask about
+        # different samples at once; one global lock made the captions wait ~0.4 s a run on
+        # the room clip for passes they did not need).
+        self._lock = threading.Lock()
+        self._net_lock = threading.Lock()  # cv2.dnn.Net is not thread-safe
         # Last answers, oldest first: key -> (the crop asked about, its detections).
         self._recent: dict[tuple, tuple[np.ndarray, tuple[Detection, ...]]] = {}
+        # Passes under way: key -> the pass a second asker of the same frame waits for.
+        self._making: dict[tuple, _Pass] = {}
 
     def detect(
         self,
@@ -403,25 +410,48 @@ class ObjectDetector:
             order,
             size,
         )
-        # One pass per frame even when two threads ask at once (the video pipeline looks
-        # ahead on its own thread while the captions ask about the same frame): the second
-        # waits for the first's answer.
-        with self._lock:
-            entry = self._recent.get(key)
-            if entry is None:
-                entry = self._recent[key] = (
-                    crop,
-                    tuple(self._detect(crop, order, size, min_score)),
-                )
-                while len(self._recent) > 16:
-                    self._recent.pop(next(iter(self._recent)))
-            found = entry[1]
+        found = self._answer(key, crop, order, size, min_score)
         # Boxes back in the full image.
         return [
             Detection((x + x0, y + y0, w, h), d.label, d.score)
             for d in found
             for x, y, w, h in [d.box]
         ]
+
+    def _answer(
+        self, key: tuple, crop: np.ndarray, order: str, size: int, min_score: float
+    ) -> tuple[Detection, ...]:
+        """The detections of ``crop`` (crop pixels): kept, being made by another thread (then
+        waited for), or made here. One pass per frame even when two threads ask at once (the
+        video pipeline looks ahead on its own thread while the captions ask about the same
+        frame); passes over different frames run side by side."""
+        with self._lock:
+            entry = self._recent.get(key)
+            if entry is not None:
+                return entry[1]
+            making = self._making.get(key)
+            mine = making is None
+            if mine:
+                making = self._making[key] = _Pass()
+        assert making is not None
+        if not mine:
+            making.done.wait()
+            if making.found is not None:
+                return making.found
+            # The pass that was asked first failed (its caller has the error): try again here,
+            # so this caller gets the error too.
+            return self._answer(key, crop, order, size, min_score)
+        try:
+            making.found = tuple(self._detect(crop, order, size, min_score))
+            with self._lock:
+                self._recent[key] = (crop, making.found)
+                while len(self._recent) > 16:
+                    self._recent.pop(next(iter(self._recent)))
+            return making.found
+        finally:
+            with self._lock:
+                del self._making[key]
+            making.done.set()
 
     def _detect(self, crop: np.ndarray, order: str, size: int, min_score: float) -> list[Detection]:
         """One forward pass over ``crop``, fitted into a ``size`` square (the canvas only as
@@ -457,7 +487,7 @@ class ObjectDetector:
         """(1, 3, H, W) float32 -> [cls_8, cls_16, cls_32, dist_8, dist_16, dist_32]."""
         if self._session is not None:
             return list(self._session.run(self._outputs, {"input": blob}))
-        with self._lock:
+        with self._net_lock:
             before = cv2.getNumThreads()
             if self.threads is not None:
                 cv2.setNumThreads(self.threads)
@@ -467,6 +497,15 @@ class ObjectDetector:
             finally:
                 if self.threads is not None:
                     cv2.setNumThreads(before)
+
+
+class _Pass:
+    """A forward pass under way: set ``done`` once ``found`` is filled in (or the pass failed,
+    ``found`` left None)."""
+
+    def __init__(self) -> None:
+        self.done = threading.Event()
+        self.found: tuple[Detection, ...] | None = None
 
 
 def _fixed_size(session) -> bool:
