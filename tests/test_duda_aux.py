@@ -273,6 +273,7 @@ def test_stage_options_choose_the_candidate_set() -> None:
 # (d) a tiny run
 
 
+@pytest.mark.slow  # the tiny recipe end to end: ~20 s on 2 busy cores (the switch and R@1 are checked on a toy batch in the default run)
 def test_tiny_run_switches_at_xi_learns_reloads_and_reports_r_at_1(
     bench: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -135,6 +135,7 @@ def _same_template(source: str, rewritten: str, bank) -> bool:
     )
 
 
+@pytest.mark.slow  # 150 steps per pretraining task: ~25 s on 2 busy cores (tests/test_every_model.py trains idc-pcl in the default run)
 def test_each_pretraining_task_learns_and_only_the_stages_tasks_run(tmp_path: Path) -> None:
     vocab = Vocabulary.build(SENTENCES, min_count=1)
     batch = make_batch(vocab)

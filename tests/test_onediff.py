@@ -225,6 +225,7 @@ def test_a_local_hugging_face_lm_by_path(tmp_path: Path) -> None:
     assert decoding_permutation(6, eos=5, bos=5, pad=None) == [0, 1, 5, 3, 4, 2]
 
 
+@pytest.mark.slow  # trains a prefix through a bfloat16 LM on the CPU: ~22 s on 2 busy cores
 def test_a_frozen_half_precision_lm_stays_out_of_checkpoints(tmp_path: Path) -> None:
     """``lm_dtype: bfloat16`` holds a local LM in half precision (a 7B LM: 14 GB, not 28); kept
     frozen, the prefix still learns to steer it, and a checkpoint leaves the LM out (its folder
