@@ -95,15 +95,10 @@ class _FakeNet(D.ObjectDetector):
     """The real detector's pre- and post-processing around synthetic head outputs."""
 
     def __init__(self, outs: list[np.ndarray]) -> None:
-        import threading
-
         self.outs = outs
         self.input_size = D.INPUT_SIZE
         self.blobs: list[np.ndarray] = []
-        self._lock = threading.Lock()
-        self._net_lock = threading.Lock()
-        self._recent = {}
-        self._making = {}
+        self._start_answers()
 
     def _forward(self, blob: np.ndarray) -> list[np.ndarray]:
         self.blobs.append(blob)

@@ -341,6 +341,10 @@ class ObjectDetector:
                 f"detector weights {path} lack the outputs {sorted(set(wanted) - names)}: "
                 "not a NanoDet model from scripts/convert_nanodet.sh"
             )
+        self._start_answers()
+
+    def _start_answers(self) -> None:
+        """The kept answers and the passes under way, empty (and their locks)."""
         # Guards the answers below, never a pass: a thread asking about a frame whose answer is
         # kept must not wait for another frame's pass (the video pipeline's stages ask about
         # different samples at once; one global lock made the captions wait ~0.4 s a run on

@@ -1747,6 +1747,16 @@ def compare_objects(
             j, but=before[i].mask, lit_like_floor=False
         )
 
+    def stays(i: int, j: int, cameras: list[np.ndarray]) -> tuple[bool, bool]:
+        """Whether after object ``j`` is where one of ``cameras`` (maps, the camera's own first)
+        puts before object ``i``, by its foot and its top (``_stayed``, ``_span_gap``), and
+        whether its foot may be hidden: an object that touches another in both views may have
+        it hidden in one of them (and an object a change uncovered or covered is such)."""
+        hidden = not (before[i].whole or after[j].whole)
+        gap = _span_gap([_apply(m, before[i].contact) for m in cameras], after[j].contact)
+        top_gap = _span_gap([_top_at(m, before[i]) for m in cameras], _top(after[j]))
+        return _stayed(gap, top_gap, hidden, max(size)), hidden
+
     # An object the camera's fit paired with itself may still have moved: a robust affine
     # through five objects or more takes a short move as one more pair, a residual of 18-33 px
     # where the others keep within 10. It moved when it is farther than a move from the
@@ -1754,11 +1764,8 @@ def compare_objects(
     # where the other has it.
     if fit.model == "affine":
         for i, j in fit.pairs:
-            gap = float(np.hypot(*(predicted(i) - after[j].contact)))
-            hidden = not (before[i].whole or after[j].whole)
-            top_gap = _top_gap(fit.matrix, before[i], after[j])
             if (
-                not _stayed(gap, top_gap, hidden, max(size))
+                not stays(i, j, [fit.matrix])[0]
                 and not any(c.before is before[i] for c in changes)
                 and _vacated(i, j)
             ):
@@ -1801,14 +1808,11 @@ def compare_objects(
     for cost, i, j in alike:
         if i not in left_b or j not in left_a or cost > 2:
             continue
-        gap = _span_gap([_apply(m, before[i].contact) for m in cameras], after[j].contact)
-        # An object that touches another in both views may have its foot hidden in one of them
-        # (and an object a change uncovered or covered is such): its contact point is less
-        # sure, so it moved only by twice as far, and the move ranks below an arrival or a
-        # departure, which may be what uncovered it.
-        hidden = not (before[i].whole or after[j].whole)
-        top_gap = _span_gap([_top_at(m, before[i]) for m in cameras], _top(after[j]))
-        if _stayed(gap, top_gap, hidden, max(size)):
+        # A foot that may be hidden (``stays``) makes the contact point less sure, so the object
+        # moved only by twice as far, and the move ranks below an arrival or a departure, which
+        # may be what uncovered it.
+        stayed, hidden = stays(i, j, cameras)
+        if stayed:
             # The same object where the camera puts it, give or take its outline (or its foot:
             # a metal cube's foot widened by a neighbour it mirrors, which kept the camera from
             # matching it, may still show its new finish - if it is coloured: grey pieces, a
