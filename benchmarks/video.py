@@ -1,6 +1,6 @@
 """``spotdiff video`` against a motion detector (DVR-Scan) and against decoding alone (not a test).
 
-    .venv/bin/python benchmarks/video.py [--repeat 3] [--rows motorway-roi,motorway-full,...]
+    .venv/bin/python benchmarks/video.py [--repeat 3] [--rows motorway-roi,motorway-full,...] [--before PATH]
 
 Each row is one clip and one sampling, run three ways one right after the other, ``--repeat``
 times (so a busy machine slows all three alike; the medians are compared):
@@ -18,7 +18,10 @@ times (so a busy machine slows all three alike; the medians are compared):
   each start, 0.1-0.2 s of a run that does not measure spotdiff.
 
 It prints the median seconds, events found, and the ratios spotdiff/dvr-scan and
-spotdiff/decode. Clips come from ../shared/media (rows whose clip is missing are skipped).
+spotdiff/decode. ``--before PATH`` (a checkout, e.g. ``git worktree add /tmp/base <commit>``)
+also runs that tree's ``spotdiff_cli`` through the same console script in every round, the two
+taking turns going first, and prints its row below: a change measured against what it replaced
+on the same machine in the same minutes. Clips come from ../shared/media (rows whose clip is missing are skipped).
 Timings on a shared machine are noisy: compare the ratios, not the seconds.
 """
 
@@ -85,10 +88,14 @@ def dvr_scan() -> Path:
     return exe
 
 
-def timed(cmd: list[str]) -> tuple[float, str]:
+def timed(cmd: list[str], env: dict[str, str] | None = None) -> tuple[float, str]:
     start = time.perf_counter()
     proc = subprocess.run(
-        cmd, capture_output=True, text=True, cwd=REPO, env={**os.environ, "HF_HUB_OFFLINE": "1"}
+        cmd,
+        capture_output=True,
+        text=True,
+        cwd=REPO,
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
     )
     seconds = time.perf_counter() - start
     if proc.returncode != 0:
@@ -109,12 +116,15 @@ def run_dvr(row: Row, clip: Path) -> tuple[float, int]:
     return seconds, len(codes) // 2
 
 
-def run_spotdiff(row: Row, clip: Path) -> tuple[float, int]:
+def run_spotdiff(row: Row, clip: Path, tree: Path | None = None) -> tuple[float, int]:
+    """The console script's run of ``row``; ``tree``: a checkout whose ``spotdiff_cli`` it
+    imports instead (first on ``PYTHONPATH``; the script's own folder, not the working
+    directory, is its ``sys.path[0]``)."""
     cmd = [str(SPOTDIFF), "video", str(clip), "--every", f"{row.every_frames}f", "--json"]
     cmd += list(row.flags)
     if row.roi:
         cmd += ["--roi", ",".join(map(str, row.roi))]
-    seconds, out = timed(cmd)
+    seconds, out = timed(cmd, {"PYTHONPATH": str(tree)} if tree else None)
     data = json.loads(out[: out.rindex("}") + 1])
     return seconds, sum(len(s["events"]) for s in data["sources"])
 
@@ -151,9 +161,21 @@ def main() -> None:
     parser.add_argument(
         "--rows", default=",".join(ROWS), help=f"comma-separated, of {', '.join(ROWS)}"
     )
+    parser.add_argument(
+        "--before",
+        type=Path,
+        help="also time another checkout (git worktree add) in the same rounds, runs alternating",
+    )
     args = parser.parse_args()
+    if args.before is not None and not (args.before / "spotdiff_cli").is_dir():
+        raise SystemExit(f"--before {args.before}: no spotdiff_cli there; give a checkout's root")
     dvr_scan()
     print(f"spotdiff from {cache_bytecode()} (bytecode cached)")
+    if args.before is not None:
+        import compileall
+
+        compileall.compile_dir(str(args.before / "spotdiff_cli"), quiet=1)
+        print(f"before: {args.before / 'spotdiff_cli'} (bytecode cached)")
     header = f"{'row':34} {'decode s':>9} {'dvr s':>7} {'ours s':>7} {'dvr ev':>6} {'our ev':>6} {'ours/dvr':>8} {'ours/dec':>8}"
     print(header)
     for key in args.rows.split(","):
@@ -162,18 +184,32 @@ def main() -> None:
         if not clip.is_file():
             print(f"{row.name:34} skipped: {clip} not found")
             continue
-        decode, dvr, ours = [], [], []
-        for _ in range(args.repeat):
+        decode, dvr, ours, before = [], [], [], []
+        for round_ in range(args.repeat):
             decode.append(run_decode(row, clip))
             seconds, dvr_events = run_dvr(row, clip)
             dvr.append(seconds)
-            seconds, our_events = run_spotdiff(row, clip)
-            ours.append(seconds)
+            # The two trees take turns going first, so neither always follows DVR-Scan.
+            order = [None, args.before] if round_ % 2 == 0 else [args.before, None]
+            for tree in order:
+                if tree is None:
+                    seconds, our_events = run_spotdiff(row, clip)
+                    ours.append(seconds)
+                elif args.before is not None:
+                    seconds, before_events = run_spotdiff(row, clip, args.before)
+                    before.append(seconds)
         d, v, o = statistics.median(decode), statistics.median(dvr), statistics.median(ours)
         print(
             f"{row.name:34} {d:9.2f} {v:7.2f} {o:7.2f} {dvr_events:6d} {our_events:6d} {o / v:8.2f} {o / d:8.2f}",
             flush=True,
         )
+        if before:
+            b = statistics.median(before)
+            label = "  before (--before)"
+            print(
+                f"{label:34} {d:9.2f} {v:7.2f} {b:7.2f} {dvr_events:6d} {before_events:6d} {b / v:8.2f} {b / d:8.2f}",
+                flush=True,
+            )
 
 
 if __name__ == "__main__":
