@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import queue
 import threading
 import time
@@ -242,8 +243,9 @@ class _Sample:
     found: bool = False
     # The frame at work size (read-only), for the object detector.
     pixels: np.ndarray | None = None
-    # The next changed sample may be carried on what the looker last described (``_Looker``'s
-    # held changes): state a checkpoint does not record, so none is taken here.
+    # State a checkpoint does not record, so none is taken here: the next changed sample may
+    # be carried on what the looker last described (``_Looker``'s held changes), or take the
+    # detector's answer for this one (``ObjectWatcher.pass_due``).
     holding: bool = False
 
 
@@ -269,6 +271,21 @@ class _Seen:
     share: float | None  # changed share of the (watched) thumbnail; None: not compared
     replaying: bool  # re-read to rebuild the comparison state of a resumed run
     view: _View
+    # The detector's answer for this sample may stand for the next one's
+    # (``ObjectWatcher.pass_due``): no checkpoint here.
+    answer_carries: bool = False
+
+
+def _to_thumb(
+    pixels: np.ndarray, thumb: np.ndarray, crop: tuple[slice, slice]
+) -> tuple[float, float, float, float]:
+    """(x0, y0, sx, sy) mapping work pixels of ``pixels`` (H, W, 3) to the first look's
+    ``thumb`` of its ``crop``: ``((x - x0) * sx, (y - y0) * sy)``."""
+    rows, cols = crop
+    x0, y0 = cols.start or 0, rows.start or 0
+    width = (cols.stop or pixels.shape[1]) - x0
+    height = (rows.stop or pixels.shape[0]) - y0
+    return (x0, y0, thumb.shape[1] / width, thumb.shape[0] / height)
 
 
 class _Looker:
@@ -301,9 +318,12 @@ class _Looker:
         # run when it follows objects): a change that is only they standing where they were
         # last described is carried, not analysed again (``_held``).
         self.movers: Callable[[np.ndarray, BBox | None], list] | None = None
-        # The detector's pass made as soon as a sample is seen to change (``ObjectWatcher.warm``:
-        # time, pixels, changed, region), so later stages find it made.
-        self.warm: Callable[[float, np.ndarray, bool, BBox | None], None] | None = None
+        # The detector's pass made as soon as a sample is seen to change, so later stages find
+        # it made: whether it is due (``ObjectWatcher.pass_due``: time, pixels, changed, thumb,
+        # changes since a thumbnail, work pixels to thumbnail), and making it (``.warm``:
+        # pixels, thumb, region).
+        self.pass_due: Callable[..., bool] | None = None
+        self.warm: Callable[[np.ndarray, np.ndarray, BBox | None], None] | None = None
         self._described: tuple[np.ndarray, list | None] | None = None  # (frame, its movers)
         if resume_at is not None:
             self.cadence.active, self.cadence.found = resume_at.active, resume_at.found
@@ -364,13 +384,8 @@ class _Looker:
         if described is None:
             described = self.movers(frame, self.region)
             self._described = (frame, described)
-        rows, cols = crop
-        x0, y0 = cols.start or 0, rows.start or 0
-        width = (cols.stop or pixels.shape[1]) - x0
-        height = (rows.stop or pixels.shape[0]) - y0
-        to_thumb = (x0, y0, thumb.shape[1] / width, thumb.shape[0] / height)
         changed = changed_pixels(base_thumb, thumb, watch_thumb, analysis)
-        return held_by(now, described, changed, to_thumb)
+        return held_by(now, described, changed, _to_thumb(pixels, thumb, crop))
 
     def first_looks(self, frames: Iterator[Frame]) -> Iterator[_Seen]:
         """Each frame brought to the working size, with its first look: what it is compared
@@ -426,13 +441,34 @@ class _Looker:
                 share = changed_share(base_thumb, thumb, view.watch_thumb, view.analysis)
             self.comparator.push(pixels)
             previous_thumb = thumb
-            yield _Seen(timestamp, pixels, thumb, base, base_thumb, share, replaying, view)
+            changed = share is not None and share >= video.lower
+            due = self.pass_due is not None and not replaying
+            if due:
+                since = functools.partial(
+                    changed_pixels,
+                    after_thumb=thumb,
+                    watch_thumb=view.watch_thumb,
+                    analysis=view.analysis,
+                )
+                due = self.pass_due(  # type: ignore[misc]
+                    timestamp, pixels, changed, thumb, since, _to_thumb(pixels, thumb, crop)
+                )
+            yield _Seen(
+                timestamp,
+                pixels,
+                thumb,
+                base,
+                base_thumb,
+                share,
+                replaying,
+                view,
+                answer_carries=changed and self.pass_due is not None,
+            )
             # The pass after the sample is handed on: the analysis thread may start on it
             # meanwhile (the held-change check, asking about the same frame, waits for this
             # pass rather than making its own: analysis/detect.py).
-            if self.warm is not None and not replaying:
-                changed = share is not None and share >= video.lower
-                self.warm(timestamp, pixels, changed, self.region)
+            if due:
+                self.warm(pixels, thumb, self.region)  # type: ignore[misc]
 
     def _view(self, pixels: np.ndarray) -> _View:
         """What the first frame (at work size) fixes: the watched area at this size."""
@@ -499,7 +535,7 @@ class _Looker:
                 cadence.active,
                 cadence.found,
                 pixels,
-                holding=self._may_hold(),
+                holding=self._may_hold() or sample.answer_carries,
             )
 
 
@@ -695,6 +731,7 @@ class _SourceRun:
         )
         if self.objects is not None:
             self.looker.movers = self.objects.movers
+            self.looker.pass_due = self.objects.pass_due
             self.looker.warm = self.objects.warm
 
     def _samples(self) -> None:
