@@ -323,6 +323,32 @@ def test_a_failed_pass_fails_every_asker_and_is_not_kept():
     assert net._making == {}
 
 
+def test_a_pinned_answer_is_given_without_a_pass_until_unpinned():
+    """pin(): an earlier frame's answer stands for a frame (the video pipeline's people standing
+    still), for the same question only, however many answers come and go meanwhile."""
+    net = _FakeNet(_outputs({}, size=(256, 416)))
+    frame = np.zeros((360, 640, 3), np.uint8)
+    frame.flags.writeable = False
+    person = D.Detection((100, 50, 40, 120), "person", 0.8)
+    net.pin(frame, [person], None, 0.3)
+    for i in range(20):  # more answers than are kept: the pin is not one of them
+        other = np.full((360, 640, 3), i, np.uint8)
+        other.flags.writeable = False
+        net.detect(other, min_score=0.3)
+    assert net.detect(frame, min_score=0.3) == [person]
+    assert len(net.blobs) == 20
+    net.detect(frame, min_score=0.5)  # another question: a pass of its own
+    assert len(net.blobs) == 21
+    # In a region: boxes stay in the full image's pixels.
+    net.pin(frame, [person], (80, 40, 200, 200), 0.3)
+    assert net.detect(frame, region=(80, 40, 200, 200), min_score=0.3) == [person]
+    net.unpin(frame, None, 0.3)
+    assert net.detect(frame, min_score=0.3) == []  # the fake network finds nothing
+    assert len(net.blobs) == 22
+    with pytest.raises(InputError, match="read-only"):
+        net.pin(np.zeros((360, 640, 3), np.uint8), [person])
+
+
 def test_a_corrupt_int8_graph_is_one_line(tmp_path):
     bad = tmp_path / "nanodet_int8.onnx"
     bad.write_bytes((REPO / "weights" / "nanodet_coco_int8.onnx").read_bytes()[:4096])

@@ -340,7 +340,7 @@ def _room_run(monkeypatch, still_share: float) -> tuple[list[tuple], int]:
     from conftest import media
 
     from spotdiff_cli import api
-    from spotdiff_cli.analysis.detect import ObjectDetector
+    from spotdiff_cli.analysis.detect import ObjectDetector, default_detector
     from spotdiff_cli.config import Settings, resolve
 
     passes = []
@@ -354,6 +354,7 @@ def _room_run(monkeypatch, still_share: float) -> tuple[list[tuple], int]:
     monkeypatch.setattr(objects_module, "STILL_SHARE", still_share)
     settings = resolve(Settings(), None, video={"every": "1s", "end": "30"})
     (result,) = api.describe_video([str(media("intel_one-by-one-person-detection.mp4"))], settings)
+    assert not default_detector()._pinned  # the run unpinned its standing answers
     return [(e.start, e.end, e.kind, e.noun, e.text) for e in result.events], len(passes)
 
 

@@ -355,6 +355,9 @@ class ObjectDetector:
         self._recent: dict[tuple, tuple[np.ndarray, tuple[Detection, ...]]] = {}
         # Passes under way: key -> the pass a second asker of the same frame waits for.
         self._making: dict[tuple, _Pass] = {}
+        # Answers given for a frame without a pass of its own, until unpinned (``pin``):
+        # key -> (the crop, its detections).
+        self._pinned: dict[tuple, tuple[np.ndarray, tuple[Detection, ...]]] = {}
 
     def detect(
         self,
@@ -382,6 +385,60 @@ class ObjectDetector:
         Raises:
             InputError: the image is not (H, W, 3) uint8, or the region lies outside it.
         """
+        key, crop, x0, y0, size = self._asked(image, region, min_score, order)
+        found = self._answer(key, crop, order, size, min_score)
+        # Boxes back in the full image.
+        return [
+            Detection((x + x0, y + y0, w, h), d.label, d.score)
+            for d in found
+            for x, y, w, h in [d.box]
+        ]
+
+    def pin(
+        self,
+        image: np.ndarray,
+        found: Sequence[Detection],
+        region: Box | None = None,
+        min_score: float = DEFAULT_MIN_SCORE,
+        *,
+        order: Literal["rgb", "bgr"] = "rgb",
+    ) -> None:
+        """Make ``found`` (detections in full-image pixels: an earlier frame's answer) what
+        :meth:`detect` answers for ``image`` with these arguments, without a pass, until
+        :meth:`unpin`. Pinned answers are not among the last few that are forgotten, so every
+        question about the frame gets this one however late it comes: the video pipeline's
+        frames whose things stand where an earlier pass found them
+        (``timeline.objects.ObjectWatcher.pass_due``). ``image`` must be read-only (a frame
+        known by its memory, which the pin keeps alive)."""
+        key, crop, x0, y0, _ = self._asked(image, region, min_score, order)
+        if crop.flags.writeable:
+            raise InputError("pin() needs a read-only image (a frame that is not changed)")
+        mine = tuple(
+            Detection((x - x0, y - y0, w, h), d.label, d.score)
+            for d in found
+            for x, y, w, h in [d.box]
+        )
+        with self._lock:
+            self._pinned[key] = (crop, mine)
+
+    def unpin(
+        self,
+        image: np.ndarray,
+        region: Box | None = None,
+        min_score: float = DEFAULT_MIN_SCORE,
+        *,
+        order: Literal["rgb", "bgr"] = "rgb",
+    ) -> None:
+        """Forget what :meth:`pin` said for ``image`` (nothing when it said nothing)."""
+        key = self._asked(image, region, min_score, order)[0]
+        with self._lock:
+            self._pinned.pop(key, None)
+
+    def _asked(
+        self, image: np.ndarray, region: Box | None, min_score: float, order: str
+    ) -> tuple[tuple, np.ndarray, int, int, int]:
+        """What a question is: (the key its answer is kept by, the crop looked at, the crop's
+        x0 and y0 in the image, the network's input side). Raises InputError as ``detect``."""
         if image.ndim != 3 or image.shape[2] != 3 or image.dtype != np.uint8:
             raise InputError(
                 f"detect() needs an (H, W, 3) uint8 image, got {image.shape} {image.dtype}"
@@ -414,13 +471,7 @@ class ObjectDetector:
             order,
             size,
         )
-        found = self._answer(key, crop, order, size, min_score)
-        # Boxes back in the full image.
-        return [
-            Detection((x + x0, y + y0, w, h), d.label, d.score)
-            for d in found
-            for x, y, w, h in [d.box]
-        ]
+        return key, crop, x0, y0, size
 
     def _answer(
         self, key: tuple, crop: np.ndarray, order: str, size: int, min_score: float
@@ -430,7 +481,7 @@ class ObjectDetector:
         video pipeline looks ahead on its own thread while the captions ask about the same
         frame); passes over different frames run side by side."""
         with self._lock:
-            entry = self._recent.get(key)
+            entry = self._pinned.get(key) or self._recent.get(key)
             if entry is not None:
                 return entry[1]
             making = self._making.get(key)

@@ -26,6 +26,7 @@ changes its object leaves behind (the door it walked out of) join its event.
 from __future__ import annotations
 
 import dataclasses
+from collections import deque
 from collections.abc import Callable
 
 import numpy as np
@@ -64,9 +65,9 @@ _CHANGE_NOUNS = {
 }
 VEHICLE_MASS = 0.35
 _PRESENT = ("appeared", "moved", "changed")  # change kinds whose box shows the thing now
-# Frames an earlier pass's answer stands for, kept listed: more than the samples the pipeline's
+# Frames an earlier pass's answer stands for, kept pinned: more than the samples the pipeline's
 # queues hold between the first looks and the tracker (3 + 2 + 2 and one in each hand), so
-# no question about one comes after it left the list.
+# no question about one comes after it was unpinned.
 _STANDING_KEPT = 32
 MOVING_SHARE = 0.1  # changed pixels in a box that make it a thing that moved  # the classifier's summed vehicle probability that names such a box a car
 
@@ -179,9 +180,9 @@ class ObjectWatcher:
         self._ahead_changed = False
         # The last pass made ahead: (the first look's thumbnail of its frame, its answer).
         self._last_pass: tuple[np.ndarray, list] | None = None
-        # Frames whose answer is an earlier pass's (``pass_due``): id -> (frame, answer); the
-        # frame is held so that its id is not reused while it is listed.
-        self._standing: dict[int, tuple[np.ndarray, list]] = {}
+        # Frames whose answer is an earlier pass's, pinned in the detector (``pass_due``):
+        # (frame, region), oldest first.
+        self._standing: deque[tuple[np.ndarray, BBox | None]] = deque()
         self.passes_spared = 0
         self._ahead_clusters: list[Hint] = []  # where the last analysed pair changed
 
@@ -279,19 +280,19 @@ class ObjectWatcher:
     def _found(self, pixels: np.ndarray, region: BBox | None) -> list:
         """The detector's pass over ``region`` of ``pixels``, as every caller here asks it (the
         same question, so one pass per frame: ``analysis/detect.py`` keeps the last few)."""
+        return self._the_detector().detect(pixels, region=region, min_score=MIN_TOP_VIEW_SCORE)
+
+    def _the_detector(self):  # -> analysis.detect.ObjectDetector (or a test's stand-in)
         from ..analysis.detect import default_detector
 
-        standing = self._standing.get(id(pixels))
-        if standing is not None and standing[0] is pixels:
-            return standing[1]
-        detector = self._detector or default_detector()
-        return detector.detect(pixels, region=region, min_score=MIN_TOP_VIEW_SCORE)  # type: ignore[attr-defined]
+        return self._detector or default_detector()
 
     def pass_due(
         self,
         time: float,
         pixels: np.ndarray,
         changed: bool,
+        region: BBox | None,
         thumb: np.ndarray,
         changed_since: Callable[[np.ndarray], np.ndarray],
         to_thumb: tuple[float, float, float, float],
@@ -310,9 +311,11 @@ class ObjectWatcher:
         the same answer. A sample's answer is not carried past a quiet one (the first changed
         sample after it passes again): a run resumed there, which knows no earlier pass,
         decides as an uninterrupted one (no checkpoint is taken at a changed sample: the
-        pipeline's ``holding``).
+        pipeline's ``holding``). The answer is pinned in the detector
+        (``ObjectDetector.pin``), so the captions' naming, which asks the detector the same
+        question, gets it too.
 
-        thumb: the first look's thumbnail of the watched box, (h, w, 3) uint8; changed_since:
+        region: the watched box in work pixels (None: the whole frame); thumb: the first look's thumbnail of the watched box, (h, w, 3) uint8; changed_since:
         the first look's (h, w) bool change mask from an earlier such thumbnail to this one;
         to_thumb: (x0, y0, sx, sy) mapping work pixels to the thumbnail."""
         starts = changed and not self._ahead_changed
@@ -327,12 +330,20 @@ class ObjectWatcher:
         if self._last_pass is not None:
             before, answer = self._last_pass
             if still_on(answer, changed_since(before), to_thumb):
-                self._standing[id(pixels)] = (pixels, answer)
+                detector = self._the_detector()
+                detector.pin(pixels, answer, region, MIN_TOP_VIEW_SCORE)
+                self._standing.append((pixels, region))
                 while len(self._standing) > _STANDING_KEPT:
-                    del self._standing[next(iter(self._standing))]
+                    detector.unpin(*self._standing.popleft(), MIN_TOP_VIEW_SCORE)
                 self.passes_spared += 1
                 return False
         return True
+
+    def close(self) -> None:
+        """The run is over: unpin the answers :meth:`pass_due` pinned in the detector, which
+        the process shares (a long-lived one describes many sources)."""
+        while self._standing:
+            self._the_detector().unpin(*self._standing.popleft(), MIN_TOP_VIEW_SCORE)
 
     def warm(self, pixels: np.ndarray, thumb: np.ndarray, region: BBox | None) -> None:
         """Make the detector's pass that :meth:`pass_due` asked for, on the first looks' thread

@@ -319,9 +319,9 @@ class _Looker:
         # last described is carried, not analysed again (``_held``).
         self.movers: Callable[[np.ndarray, BBox | None], list] | None = None
         # The detector's pass made as soon as a sample is seen to change, so later stages find
-        # it made: whether it is due (``ObjectWatcher.pass_due``: time, pixels, changed, thumb,
-        # changes since a thumbnail, work pixels to thumbnail), and making it (``.warm``:
-        # pixels, thumb, region).
+        # it made: whether it is due (``ObjectWatcher.pass_due``: time, pixels, changed, region,
+        # thumb, changes since a thumbnail, work pixels to thumbnail), and making it
+        # (``.warm``: pixels, thumb, region).
         self.pass_due: Callable[..., bool] | None = None
         self.warm: Callable[[np.ndarray, np.ndarray, BBox | None], None] | None = None
         self._described: tuple[np.ndarray, list | None] | None = None  # (frame, its movers)
@@ -451,7 +451,13 @@ class _Looker:
                     analysis=view.analysis,
                 )
                 due = self.pass_due(  # type: ignore[misc]
-                    timestamp, pixels, changed, thumb, since, _to_thumb(pixels, thumb, crop)
+                    timestamp,
+                    pixels,
+                    changed,
+                    self.region,
+                    thumb,
+                    since,
+                    _to_thumb(pixels, thumb, crop),
                 )
             yield _Seen(
                 timestamp,
@@ -665,6 +671,9 @@ class _SourceRun:
             _check_end(result, self.info.duration, self.video, self.source)
         finally:
             self.source.close()
+            objects = getattr(self, "objects", None)  # None until _start made it
+            if objects is not None:
+                objects.close()
             result.seconds = self.seconds_before + time.perf_counter() - self.started
         return result
 
