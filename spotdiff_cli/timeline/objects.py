@@ -65,10 +65,6 @@ _CHANGE_NOUNS = {
 }
 VEHICLE_MASS = 0.35
 _PRESENT = ("appeared", "moved", "changed")  # change kinds whose box shows the thing now
-# Frames an earlier pass's answer stands for, kept pinned: more than the samples the pipeline's
-# queues hold between the first looks and the tracker (3 + 2 + 2 and one in each hand), so
-# no question about one comes after it was unpinned.
-_STANDING_KEPT = 32
 MOVING_SHARE = 0.1  # changed pixels in a box that make it a thing that moved  # the classifier's summed vehicle probability that names such a box a car
 
 
@@ -95,6 +91,10 @@ HELD_PAD = 0.1
 # 0.17-0.33 of the box a pass found them in one second before. Picked on the room clip; the
 # car park, the motorway and the held-out GIF gave the same events with it as without.
 STILL_SHARE = 0.15
+# Frames an earlier pass's answer stands for, kept pinned: more than the samples the pipeline's
+# queues hold between the first looks and the tracker (3 + 2 + 2 and one in each hand), so
+# no question about one comes after it was unpinned.
+_STANDING_KEPT = 32
 
 
 def held_by(
@@ -306,7 +306,7 @@ class ObjectWatcher:
         A changed sample after one whose changes are only the things the last pass here found
         standing where it found them (:func:`still_on`) takes that pass's answer instead of a
         pass of its own: someone standing at a table is where the detector last saw them (the
-        room clip at 1 s: 123 passes -> 73, the same events). Decided on the first looks'
+        room clip at 1 s: 123 passes -> 65, the same events). Decided on the first looks'
         thread before the sample is handed on, so every later question about the frame gets
         the same answer. A sample's answer is not carried past a quiet one (the first changed
         sample after it passes again): a run resumed there, which knows no earlier pass,
@@ -315,9 +315,10 @@ class ObjectWatcher:
         (``ObjectDetector.pin``), so the captions' naming, which asks the detector the same
         question, gets it too.
 
-        region: the watched box in work pixels (None: the whole frame); thumb: the first look's thumbnail of the watched box, (h, w, 3) uint8; changed_since:
-        the first look's (h, w) bool change mask from an earlier such thumbnail to this one;
-        to_thumb: (x0, y0, sx, sy) mapping work pixels to the thumbnail."""
+        region: the watched box in work pixels (None: the whole frame); thumb: the first
+        look's thumbnail of the watched box, (h, w, 3) uint8; changed_since: the first look's
+        (h, w) bool change mask from an earlier such thumbnail to this one; to_thumb: (x0, y0,
+        sx, sy) mapping work pixels to the thumbnail."""
         starts = changed and not self._ahead_changed
         self._ahead_changed = changed
         if not changed:
