@@ -631,6 +631,7 @@ class _SourceRun:
         self.seen_skips = 0
         self.was_changed = False
         self.stopped = False
+        self.objects: ObjectWatcher | None = None  # made by _start when objects are followed
 
     # -- the run ---------------------------------------------------------------------------
 
@@ -671,9 +672,8 @@ class _SourceRun:
             _check_end(result, self.info.duration, self.video, self.source)
         finally:
             self.source.close()
-            objects = getattr(self, "objects", None)  # None until _start made it
-            if objects is not None:
-                objects.close()
+            if self.objects is not None:
+                self.objects.close()  # its pinned detector answers
             result.seconds = self.seconds_before + time.perf_counter() - self.started
         return result
 
