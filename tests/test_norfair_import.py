@@ -48,3 +48,20 @@ def test_deferred_names_are_the_real_ones_at_first_use():
         """
     )
     assert out.splitlines() == ["[0.0, 5.0]", "-0.918939", "module 0.5 True"]
+
+
+def test_only_the_tracker_is_imported_and_the_whole_package_still_imports_after():
+    out = _run(
+        """
+        import sys
+        from spotdiff_cli.timeline.norfair_import import import_norfair
+        tracker = import_norfair()
+        skipped = sorted(m for m in ("norfair", "norfair.drawing", "norfair.video",
+                                     "norfair.metrics", "importlib.metadata", "scipy")
+                         if m in sys.modules)
+        import norfair
+        print(skipped, norfair.Tracker is tracker.Tracker,
+              norfair.Detection is tracker.Detection, hasattr(norfair, "Video"))
+        """
+    )
+    assert out == "[] True True True"
