@@ -390,6 +390,19 @@ def test_a_short_move_the_camera_fit_took_in_is_still_a_move():
     assert [(c.event, c.subject.colour) for c in found.changes] == [("moved", "yellow")]
 
 
+def test_an_unlit_lump_where_an_object_arrived_is_no_repaint_of_it(monkeypatch):
+    from spotdiff_cli.analysis.objects3d import analyse_objects
+
+    # A dark lump in the before view (a shadow, a metal's dark reflection: grey, but no grey
+    # paint) where a blue ball stands after: the two are no repaint (no two paints), so the
+    # ball is left to the arrival test instead of going unsaid with the lump.
+    monkeypatch.setitem(_PAINT, "dark", (60, 55, 40))
+    objects = _OBJECTS + [("purple", 420, 120, 15), ("red", 90, 260, 20)]
+    before = _scene(objects + [("dark", 410, 262, 11)])
+    found = analyse_objects(before, _scene(_moved(objects + [("blue", 412, 262, 16)]), seed=1))
+    assert [(c.event, c.subject.colour) for c in found.changes] == [("appeared", "blue")]
+
+
 def test_objects_added_removed_and_repainted_while_the_camera_moved():
     from spotdiff_cli.analysis.objects3d import analyse_objects
 
