@@ -1330,8 +1330,12 @@ _BEHIND = 0.03
 # that truly arrived or went showed 0.86-1.16 in the other view; the false arrivals and
 # departures below that (a grey sphere found in one view only, shadows at the feet of objects
 # under a changed light, pieces of a moved object) 0.46-0.83, the highest of them the dark top
-# of a dropped green metal sphere, whose departure it had told in the wrong colour.
-_GREY_GONE_FLOOR = 0.85
+# of a dropped green metal sphere, whose departure it had told in the wrong colour. Lowered
+# from 0.85 (2026-11-28): two grey arrivals on seed 30's render stood on floor reading 0.83 and
+# 0.84 of the floor model (a little shade where they were set down); at 0.8 seed 30 (tuning)
+# reported 139 -> 142 changes with its distractors level, seeds 28 and 31 level, and the
+# untouched seed 32 140 against 139 (a grey departure), distractors level (144).
+_GREY_GONE_FLOOR = 0.8
 
 
 def _size_gap(before: SceneObject, after: SceneObject, growth: float) -> float:
