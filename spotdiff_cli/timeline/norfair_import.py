@@ -10,12 +10,12 @@ spent most of a motion detector's budget on imports.
 :func:`import_norfair` imports the one module of norfair a tracker needs, ``norfair.tracker``
 (with what it imports), with stand-ins for those two modules in ``sys.modules`` for the length
 of the import only: not the package's ``__init__`` (drawing, video, metrics and a version read
-through ``importlib.metadata``, ~0.1 s on a 2-core machine), nor SciPy's own package. The names
-norfair binds are lazy: the first call of ``cdist`` or use of ``multivariate_normal`` imports
-the real SciPy module. Any other name asked of a stand-in during that window (another thread
-importing ``scipy.stats``) is the real module's, so the stand-ins are invisible to other code
-except for the import time they save; a later ``import norfair`` is the whole package, with
-the same classes.
+through ``importlib.metadata``), nor SciPy's own package (32-46 ms of a video run's CPU on a
+2-core machine, against 5-7 ms now). The names norfair binds are lazy: the first call of
+``cdist`` or use of ``multivariate_normal`` imports the real SciPy module. Any other name asked
+of a stand-in during that window (another thread importing ``scipy.stats``) is the real
+module's, so the stand-ins are invisible to other code except for the import time they save;
+a later ``import norfair`` is the whole package, with the same classes.
 """
 
 from __future__ import annotations
@@ -43,8 +43,8 @@ def import_norfair() -> types.ModuleType:
     (already imported ones are used as they are).
 
     The package's own ``__init__`` is not run: it imports the drawing, video and metrics
-    modules and reads its version through ``importlib.metadata`` (together ~0.07 s of every
-    video run on a 2-core machine), none of which a tracker uses. For the length of the import
+    modules and reads its version through ``importlib.metadata``, none of which a tracker
+    uses. For the length of the import
     a bare package stands in ``sys.modules["norfair"]`` (the real package's folder, so its
     submodules are found); it is taken out after, so a later ``import norfair`` runs the real
     ``__init__``, which finds the submodules already imported and binds the same classes."""
@@ -53,9 +53,8 @@ def import_norfair() -> types.ModuleType:
     with _lock:
         stand_ins: dict[str, types.ModuleType] = {}
         try:
-            # Each stand-in goes in before the next is made: finding the spec of
-            # ``scipy.spatial.distance`` imports its parent package, which must be the parent's
-            # stand-in by then, or the real ``scipy.spatial`` (0.2 s) is imported after all.
+            # The parents first (``_DEFERRED``'s order): importing ``scipy.spatial.distance``
+            # must find ``scipy.spatial`` as its stand-in, or the real one (0.2 s) comes along.
             for name, deferred in _DEFERRED.items():
                 if name not in sys.modules:
                     stand_ins[name] = sys.modules[name] = _StandIn(name, deferred)
