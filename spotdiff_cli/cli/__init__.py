@@ -1,73 +1,56 @@
 """The ``spotdiff`` command line: a thin Typer layer over ``spotdiff_cli.api``.
 
-Each command lives in its own module, registers itself on ``app`` and wraps its body in
-``errors_to_exit`` (state.py): errors raised on purpose (``SpotdiffError``) become one line and
-an exit code; ``--debug`` shows the traceback instead.
+Each command lives in its own module, registers itself on ``app`` (``root.py``) and wraps its
+body in ``errors_to_exit`` (state.py): errors raised on purpose (``SpotdiffError``) become one
+line and an exit code; ``--debug`` shows the traceback instead.
+
+The console script registers only the command its command line names (``load_commands``):
+Typer builds a Click command for every registered one before it parses anything, and the eight
+together cost ~25 ms of every start, a twentieth of a whole ``spotdiff caption``. ``app`` read
+from this package (tests, in-process callers) has all of them.
 """
 
 from __future__ import annotations
 
-import typer
+import importlib
+import os
+from collections.abc import Sequence
 
-from .state import STATE
-
-app = typer.Typer(
-    name="spotdiff",
-    help="Say, in plain sentences, what changed between two images, a folder of frames or a video.",
-    no_args_is_help=True,
-    # Typer's --install-completion / --show-completion: a completion script that calls
-    # `spotdiff` back with _SPOTDIFF_COMPLETE set, which Click answers before any command runs.
-    add_completion=True,
-    pretty_exceptions_enable=False,
-    rich_markup_mode="rich",
-)
-
-
-def _print_version(value: bool) -> None:
-    if value:
-        from .. import __version__
-
-        typer.echo(f"spotdiff {__version__}")
-        raise typer.Exit()
+# Each command's module, by the name it registers, in the order `spotdiff --help` lists them.
+COMMAND_MODULES = {
+    "caption": "caption_cmd",
+    "data": "data_cmd",
+    "eval": "eval_cmd",
+    "models": "models_cmd",
+    "search": "search_cmd",
+    "summary": "summary_cmd",
+    "train": "train_cmd",
+    "video": "video_cmd",
+}
 
 
-@app.callback()
-def _main(
-    debug: bool = typer.Option(False, "--debug", help="Show the full traceback on errors."),
-    quiet: bool = typer.Option(
-        False,
-        "--quiet",
-        "-q",
-        help="No progress bars, tables or summaries; errors and warnings still print, and so "
-        "does what --json or --jsonl - asks for.",
-    ),
-    version: bool = typer.Option(
-        False,
-        "--version",
-        # Eager: answered before a command is required, so `spotdiff --version` needs none.
-        is_eager=True,
-        callback=_print_version,
-        help="Print the version and exit.",
-    ),
-) -> None:
-    STATE.debug = debug
-    # Per invocation: an in-process caller may run several commands.
-    STATE.error_exit = None
-    STATE.quiet = quiet
-    STATE.interrupt_hint = None
+def load_commands(args: Sequence[str] | None = None) -> None:
+    """Register the commands on ``app``: only the one ``args`` (a command line without the
+    program name) names, or all of them when it names none or an unknown one (the help page,
+    "No such command" with its suggestions) or when the shell asks for completions. The first
+    word that is not an option is the command: the top-level options take no values."""
+    names = list(COMMAND_MODULES)
+    if args is not None and "_SPOTDIFF_COMPLETE" not in os.environ:
+        named = next((arg for arg in args if not arg.startswith("-")), None)
+        if named in COMMAND_MODULES:
+            names = [named]
+    for name in names:
+        importlib.import_module(f".{COMMAND_MODULES[name]}", __name__)
 
 
-# Commands register themselves on import (one module per command).
-from . import (  # noqa: E402,F401
-    caption_cmd,
-    data_cmd,
-    eval_cmd,
-    models_cmd,
-    search_cmd,
-    summary_cmd,
-    train_cmd,
-    video_cmd,
-)
+def __getattr__(name: str):
+    # `from spotdiff_cli.cli import app`: the whole command line.
+    if name == "app":
+        load_commands()
+        from .root import app
+
+        return app
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def main() -> None:
@@ -79,7 +62,9 @@ def main() -> None:
     flushing) would end the process by the signal instead of with its exit code.
     """
     import signal
+    import sys
 
+    load_commands(sys.argv[1:])
     code = _run_app()
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _exit_now(code)
@@ -112,6 +97,10 @@ def _exit_now(code: int) -> None:
 
 def _run_app() -> int:
     import sys
+
+    import typer
+
+    from .root import app
 
     try:  # Typer >= 0.2x vendors its own Click; older Typer uses the click package
         from typer._click import exceptions as click_errors

@@ -8,8 +8,8 @@ from typing import Optional
 
 import typer
 
-from . import app
 from .options import config_option, given, setting
+from .root import app
 from .state import STATE, errors_to_exit
 
 

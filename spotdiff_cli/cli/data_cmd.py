@@ -8,7 +8,7 @@ from typing import Optional
 
 import typer
 
-from . import app
+from .root import app
 from .state import errors_to_exit
 
 data_app = typer.Typer(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from . import app
+from .root import app
 from .state import errors_to_exit
 
 

@@ -8,7 +8,7 @@ from typing import List, Optional
 
 import typer
 
-from . import app
+from .root import app
 from .state import errors_to_exit
 
 
@@ -56,12 +56,9 @@ def search(
 ) -> None:
     """Find events by what they mean: ranked by the shipped sentence encoder (offline), narrowed
     by the nouns, colours, kinds, places and times the query names or the flags give."""
-    import os
-
-    # One BLAS thread: a query is a few products of ~10 x 384 rows, which OpenBLAS's threads
-    # slow down (9 ms on one thread, 20-220 ms with two on a busy 2-core machine); indexing a
-    # report loses about a fifth. Only takes effect before numpy is first imported (here).
-    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # One BLAS thread (set by the console script, entry.py): a query is a few products of ~10
+    # x 384 rows, which OpenBLAS's threads slow down (9 ms on one thread, 20-220 ms with two
+    # on a busy 2-core machine); indexing a report loses about a fifth.
     from ..errors import UsageError
     from ..report.folder import load_report
     from ..report.search import MODES, filters_from_flags

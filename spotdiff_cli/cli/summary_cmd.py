@@ -8,7 +8,7 @@ from typing import List
 
 import typer
 
-from . import app
+from .root import app
 from .state import errors_to_exit
 
 

@@ -7,7 +7,7 @@ from typing import Optional
 
 import typer
 
-from . import app
+from .root import app
 from .state import errors_to_exit
 
 

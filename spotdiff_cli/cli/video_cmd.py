@@ -8,8 +8,8 @@ from typing import List, Optional
 
 import typer
 
-from . import app
 from .options import config_option, given, setting
+from .root import app
 from .state import errors_to_exit, resume_hint, set_interrupt_hint
 
 
