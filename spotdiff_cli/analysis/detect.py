@@ -35,7 +35,6 @@ import re
 import threading
 from collections.abc import Sequence
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
@@ -44,6 +43,7 @@ import numpy as np
 
 from ..errors import InputError, ModelError
 from ..weights import resolve_weights
+from .once import built_once
 from .onnx_runtime import DEFAULT_THREADS, onnxruntime_module, ort_session
 
 WEIGHTS_KIND = "detector-onnx"
@@ -588,7 +588,7 @@ def _opencv_net(path: Path):
     return net
 
 
-@lru_cache(maxsize=1)
+@built_once
 def default_detector() -> ObjectDetector:
     """The shipped detector, loaded on first use and shared by the whole process."""
     return ObjectDetector()

@@ -30,7 +30,6 @@ import math
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import TYPE_CHECKING, Literal
 
 import cv2
@@ -39,6 +38,7 @@ import numpy as np
 from ..errors import InputError
 from ..geometry import box_iou
 from ..weights import resolve_weights
+from .once import built_once
 
 if TYPE_CHECKING:  # imported lazily at run time, as elsewhere in this module
     from .detect import Detection
@@ -424,7 +424,7 @@ _warm = False
 _warm_thread: threading.Thread | None = None
 
 
-@lru_cache(maxsize=1)
+@built_once
 def _classifier() -> Callable[[np.ndarray], np.ndarray]:
     """The classifier as a function (N, 3, 224, 224) float32 -> (N, 1000) logits, loaded once
     per process (~60 ms): on onnxruntime where it is installed (10 ms a crop on one thread,
@@ -456,7 +456,7 @@ def _classifier() -> Callable[[np.ndarray], np.ndarray]:
 # the people detector
 
 
-@lru_cache(maxsize=1)
+@built_once
 def _hog() -> cv2.HOGDescriptor:
     hog = cv2.HOGDescriptor()  # the defaults are the 64×128 pedestrian window
     hog.setSVMDetector(cv2.HOGDescriptor_getDefaultPeopleDetector())
