@@ -420,3 +420,38 @@ def test_the_network_input_is_the_normalised_canvas_to_the_bit(shape) -> None:
     assert blob.shape == (1, 3, *shape[:2]) and blob.dtype == np.float32
     assert blob.flags.c_contiguous
     assert np.array_equal(blob.view(np.uint32), np.ascontiguousarray(expected).view(np.uint32))
+
+
+def test_the_video_pipeline_runs_each_pass_on_one_thread_with_the_same_answers(
+    monkeypatch, tmp_path
+):
+    """A caption's networks run a pass on two threads; the video pipeline asks for one (its own
+    threads keep the cores busy): networks loaded after that get one, and answer the same."""
+    pytest.importorskip("onnxruntime")
+    import os
+
+    import cv2
+    from conftest import textured_background
+    from typer.testing import CliRunner
+
+    from spotdiff_cli.analysis import onnx_runtime
+    from spotdiff_cli.cli import app
+    from spotdiff_cli.frames.image import load_image
+
+    monkeypatch.setattr(onnx_runtime, "_threads", onnx_runtime.DEFAULT_THREADS)
+    two = D.ObjectDetector(threads=None)
+    assert two._session.get_session_options().intra_op_num_threads == min(2, os.cpu_count())
+
+    clip = tmp_path / "still.avi"
+    writer = cv2.VideoWriter(str(clip), cv2.VideoWriter_fourcc(*"MJPG"), 5, (160, 120))
+    for _ in range(10):
+        writer.write(textured_background(120, 160))
+    writer.release()
+    done = CliRunner().invoke(app, ["video", str(clip), "--every", "1s", "--json"])
+    assert done.exit_code == 0, done.output
+    assert onnx_runtime.pass_threads() == 1
+    one = D.ObjectDetector(threads=None)
+    assert one._session.get_session_options().intra_op_num_threads == 1
+    frame = load_image(REPO / "examples" / "parking-lot" / "after.jpg")  # a parked car
+    found = one.detect(frame, min_score=0.05)
+    assert found and found == two.detect(frame, min_score=0.05)

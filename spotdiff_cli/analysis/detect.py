@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import InputError, ModelError
 from ..weights import resolve_weights
 from .once import built_once
-from .onnx_runtime import DEFAULT_THREADS, onnxruntime_module, ort_session
+from .onnx_runtime import onnxruntime_module, ort_session, pass_threads
 
 WEIGHTS_KIND = "detector-onnx"
 WEIGHTS_NAME = "nanodet_coco"  # float, as converted: what OpenCV runs
@@ -264,8 +264,8 @@ class ObjectDetector:
             half the float pass's time, the same boxes on the benchmarks of ``docs/video.md``),
             ``weights/nanodet_coco.onnx`` with OpenCV (which cannot read the int8 graph).
             Found by :func:`~spotdiff_cli.weights.resolve_weights`.
-        threads: threads for one forward pass. ``None``: ``onnx_runtime.DEFAULT_THREADS`` (two,
-            and why) with onnxruntime; OpenCV's default with ``cv2.dnn``, where
+        threads: threads for one forward pass. ``None``: ``onnx_runtime.pass_threads()`` (two,
+            and why, or one in the video pipeline) with onnxruntime; OpenCV's default with ``cv2.dnn``, where
             ``cv2.setNumThreads`` is process-wide and set around each pass.
         backend: ``"auto"`` (onnxruntime when it is installed, else OpenCV), ``"onnxruntime"``
             or ``"opencv"``.
@@ -314,7 +314,7 @@ class ObjectDetector:
         if backend == "onnxruntime":
             session = ort_session(
                 path,
-                threads or DEFAULT_THREADS,
+                threads or pass_threads(),
                 "detector",
                 "scripts/convert_nanodet.sh (float) or scripts/quantize_nanodet.py (int8)",
             )

@@ -13,10 +13,31 @@ from types import ModuleType
 from ..errors import ModelError
 
 # Threads for one pass of either network: two (one on a one-core machine). A 720p caption's
-# detector pass takes 13 ms instead of 18 and its classifier crops 10 instead of 17; the video
-# rows of benchmarks/video.py measured the same with one or two (the passes run beside the
-# pipeline's other stages there, and idle pool threads do not spin: ort_session).
+# detector pass takes 13 ms instead of 18 and its classifier crops 10 instead of 17.
 DEFAULT_THREADS = min(2, os.cpu_count() or 1)
+# ... unless a run of many passes beside threads of its own asked for one (``one_thread_per_pass``).
+_threads = DEFAULT_THREADS
+
+
+def pass_threads() -> int:
+    """Threads for one pass of a network made now: ``DEFAULT_THREADS``, or one after
+    ``one_thread_per_pass``."""
+    return _threads
+
+
+def one_thread_per_pass() -> None:
+    """Make the networks loaded from now on run each pass on one thread. For the video pipeline,
+    whose decoding, analysis and naming threads keep every core busy: a second thread finishes
+    a pass sooner only by taking a core from them, and a pass on one costs 20 % less CPU (13
+    against 15.5 ms at 224, 27 against 33 at 416x234). The answers are the same to the bit.
+    `benchmarks/video.py`, interleaved on a 2-core machine whose speed drifts by a few per cent
+    between minutes, over four comparisons: the person row 4.38 s against 4.67, 4.86 against
+    5.09, 4.77 against 4.41 and 4.82 against 4.84 (nine rounds); the motorway ROI row 2.61
+    against 2.78, 2.77 against 2.68 and 2.85 against 2.94 (nine rounds): a few per cent, within
+    the noise of any one comparison, and CPU left for other work. A network already loaded keeps
+    its threads."""
+    global _threads
+    _threads = 1
 
 
 def onnxruntime_module() -> ModuleType | None:

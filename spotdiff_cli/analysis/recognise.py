@@ -429,14 +429,14 @@ def _classifier() -> Callable[[np.ndarray], np.ndarray]:
     """The classifier as a function (N, 3, 224, 224) float32 -> (N, 1000) logits, loaded once
     per process (~60 ms): on onnxruntime where it is installed (10 ms a crop on one thread,
     against 35-40 on ``cv2.dnn``, whose depthwise convolutions are slow; the same logits to
-    ~1e-5; ``onnx_runtime.DEFAULT_THREADS`` threads), else on ``cv2.dnn``. The graph declares
+    ~1e-5; ``onnx_runtime.pass_threads()`` threads), else on ``cv2.dnn``. The graph declares
     a batch of one, which onnxruntime holds it to: the crops go through one at a time, at the
     same cost per crop as a batch."""
-    from .onnx_runtime import DEFAULT_THREADS, onnxruntime_module, ort_session
+    from .onnx_runtime import onnxruntime_module, ort_session, pass_threads
 
     path = resolve_weights(None, kind="classifier-onnx")
     if onnxruntime_module() is not None:
-        session = ort_session(path, DEFAULT_THREADS, "classifier", "scripts/export_classifier.py")
+        session = ort_session(path, pass_threads(), "classifier", "scripts/export_classifier.py")
         return lambda blob: np.concatenate(
             [session.run(["logits"], {"input": blob[i : i + 1]})[0] for i in range(len(blob))]
         )

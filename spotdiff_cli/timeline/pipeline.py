@@ -24,6 +24,7 @@ import cv2
 import numpy as np
 
 from ..analysis import resize_for_analysis
+from ..analysis.onnx_runtime import one_thread_per_pass
 from ..captioners.base import Hint
 from ..config import AnalysisConfig, Settings, VideoConfig
 from ..describer import PairDescriber
@@ -683,7 +684,9 @@ class _SourceRun:
         video, analysis, source, resume_at = self.video, self.analysis, self.source, self.resume_at
         # The recognisers load in the background while the first frames are decoded, instead
         # of at the first changed pair, when every core is busy (once per process; the motorway
-        # --roi row 2-3 % faster, the room clip 1 %, interleaved runs).
+        # --roi row 2-3 % faster, the room clip 1 %, interleaved runs), each pass on one thread:
+        # this run's own threads keep the cores busy (onnx_runtime.one_thread_per_pass).
+        one_thread_per_pass()
         self.describer.warm_up()
         info = self.info = source.info
         self.result.info = dataclasses.asdict(info)
