@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 
 from console import REPO, SPOTDIFF, env, run_python
 
@@ -93,8 +94,6 @@ def test_the_console_script_gives_openblas_one_thread_unless_the_user_chose():
 
 
 def _run_entry(environment: dict[str, str]) -> str:
-    import sys
-
     proc = subprocess.run(
         [sys.executable, "-c", _BLAS],
         capture_output=True,

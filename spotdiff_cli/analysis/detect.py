@@ -265,8 +265,8 @@ class ObjectDetector:
             ``weights/nanodet_coco.onnx`` with OpenCV (which cannot read the int8 graph).
             Found by :func:`~spotdiff_cli.weights.resolve_weights`.
         threads: threads for one forward pass. ``None``: ``onnx_runtime.pass_threads()`` (two,
-            and why, or one in the video pipeline) with onnxruntime; OpenCV's default with ``cv2.dnn``, where
-            ``cv2.setNumThreads`` is process-wide and set around each pass.
+            and why, or one in the video pipeline) with onnxruntime; OpenCV's default with
+            ``cv2.dnn``, where ``cv2.setNumThreads`` is process-wide and set around each pass.
         backend: ``"auto"`` (onnxruntime when it is installed, else OpenCV), ``"onnxruntime"``
             or ``"opencv"``.
 

@@ -34,13 +34,9 @@ def one_thread_per_pass() -> None:
     """Make the networks loaded from now on run each pass on one thread. For the video pipeline,
     whose decoding, analysis and naming threads keep every core busy: a second thread finishes
     a pass sooner only by taking a core from them, and a pass on one costs 20 % less CPU (13
-    against 15.5 ms at 224, 27 against 33 at 416x234). The answers are the same to the bit.
-    `benchmarks/video.py`, interleaved on a 2-core machine whose speed drifts by a few per cent
-    between minutes, over four comparisons: the person row 4.38 s against 4.67, 4.86 against
-    5.09, 4.77 against 4.41 and 4.82 against 4.84 (nine rounds); the motorway ROI row 2.61
-    against 2.78, 2.77 against 2.68 and 2.85 against 2.94 (nine rounds): a few per cent, within
-    the noise of any one comparison, and CPU left for other work. A network already loaded keeps
-    its threads."""
+    against 15.5 ms at 224, 27 against 33 at 416x234), with the same answers to the bit. On
+    the rows of `benchmarks/video.py` the gain is a few per cent, inside the noise of a 2-core
+    machine (docs/video.md, eleventh stop). A network already loaded keeps its threads."""
     global _threads
     _threads = 1
 
@@ -101,8 +97,10 @@ def ort_session(path: Path, threads: int, what: str, rebuild: str):
             f"re-fetch the file or rebuild it with {rebuild}"
         ) from None
     if saving is not None:
+        # onnxruntime writes the file itself, so atomic.py's helpers (which take the bytes)
+        # cannot: it is renamed into place here, whole or not at all.
         try:
-            os.replace(saving, copy)  # whole or not at all, whoever writes it at the same time
+            os.replace(saving, copy)
         except OSError:
             saving.unlink(missing_ok=True)
     return session
