@@ -289,14 +289,34 @@ def _find_in_folder(folder: Path, name: str) -> Path | None:
     return candidates[0].resolve() if candidates else None
 
 
-# sha256 of a 19 MB file costs ~20 ms: do it once per (path, size, mtime) per process.
+# sha256 of a 19 MB file costs ~15-20 ms, and the recognisers' warm-up paid it for two files at
+# the start of every process, on the path to the first caption. So a file is hashed once per
+# process (``_VERIFIED``) and, once it matched, once per version of the file: a marker in the
+# user cache records the match (``_verified_marker``).
 _VERIFIED: set[tuple[str, int, int]] = set()
+
+
+def _verified_marker(path: Path, stat: os.stat_result, expected: str) -> Path:
+    """Where the record that ``path`` as it is now matched ``expected`` is kept:
+    ``<user cache>/verified/<key>``. The key holds the file's inode and change time besides its
+    size and modification time: a file written again, copied over (``cp -p`` keeps the
+    modification time) or replaced gets a new change time, which no user can set, so its bytes
+    are hashed again."""
+    made_of = (
+        f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{stat.st_ino}|"
+        f"{stat.st_ctime_ns}|{expected}"
+    )
+    return user_cache_dir() / "verified" / hashlib.sha256(made_of.encode()).hexdigest()[:32]
 
 
 def _check_sha256(path: Path, expected: str, name: str) -> None:
     stat = path.stat()
     key = (str(path), stat.st_size, stat.st_mtime_ns)
     if key in _VERIFIED:
+        return
+    marker = _verified_marker(path, stat, expected)
+    if marker.is_file():
+        _VERIFIED.add(key)
         return
     digest = hashlib.sha256()
     with path.open("rb") as fh:
@@ -314,3 +334,8 @@ def _check_sha256(path: Path, expected: str, name: str) -> None:
             "re-fetch the file or fix weights/manifest.json"
         )
     _VERIFIED.add(key)
+    try:  # an empty file: its name is the record; a cache that cannot be written keeps none
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        marker.touch()
+    except OSError:
+        pass

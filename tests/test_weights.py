@@ -223,3 +223,54 @@ def test_every_shipped_weights_file_is_installed_with_the_package():
         assert (root / path).is_file(), f"{name}: {path} is in the manifest but not in weights/"
         assert path in installed, f"{name}: {path} is missing from pyproject's data-files"
     assert "weights/manifest.json" in installed
+
+
+def test_a_match_is_recorded_so_the_next_process_does_not_hash_again(isolated, monkeypatch):
+    """The sha256 of a shipped file is taken once per version of the file, not at every start
+    (the classifier's 19 MB cost ~15 ms of each caption's warm-up)."""
+    path = _write_manifest(W.REPO_WEIGHTS_DIR, "net", b"weights")
+    monkeypatch.setattr(W, "_VERIFIED", set())
+    W.resolve_weights("net", kind="backbone")
+    markers = list((isolated / "cache" / "spotdiff" / "verified").iterdir())
+    assert len(markers) == 1
+
+    monkeypatch.setattr(W, "_VERIFIED", set())  # a new process
+    read = []
+    real_open = Path.open
+    monkeypatch.setattr(
+        Path, "open", lambda self, *a, **k: read.append(self) or real_open(self, *a, **k)
+    )
+    assert W.resolve_weights("net", kind="backbone") == path.resolve()
+    assert path.resolve() not in read and path not in read
+
+
+@pytest.mark.parametrize("how", ["in place", "replaced"])
+def test_a_file_changed_since_its_record_is_hashed_again(isolated, monkeypatch, how):
+    """Other bytes of the same size under the old modification time (``cp -p``) are still
+    refused: the record is keyed by the file's inode and change time too."""
+    import os
+    import shutil
+    import time
+
+    path = _write_manifest(W.REPO_WEIGHTS_DIR, "net", b"weights")
+    W.resolve_weights("net", kind="backbone")
+    before = path.stat()
+    time.sleep(0.05)  # past the file system's clock tick
+    if how == "in place":
+        path.write_bytes(b"WEIGHTS")
+    else:
+        other = path.with_name("other.pt")
+        other.write_bytes(b"WEIGHTS")
+        shutil.copystat(path, other)
+        os.replace(other, path)
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    monkeypatch.setattr(W, "_VERIFIED", set())
+    with pytest.raises(ModelError, match="sha256"):
+        W.resolve_weights("net", kind="backbone")
+
+
+def test_an_unwritable_cache_keeps_no_record(isolated, monkeypatch):
+    _write_manifest(W.REPO_WEIGHTS_DIR, "net", b"weights")
+    (isolated / "cache").write_text("a file where the cache folder would be")
+    monkeypatch.setattr(W, "_VERIFIED", set())
+    assert W.resolve_weights("net", kind="backbone").name == "net.pt"
