@@ -15,6 +15,7 @@ import numpy as np
 
 from ..types import Alignment
 from .memo import memoised
+from .order_stats import median
 
 # About this many pixels are compared per candidate shift: enough for a stable minimum at any
 # resolution, few enough that 169 candidates cost a few milliseconds.
@@ -37,7 +38,7 @@ def _normalised_grey(image: np.ndarray) -> np.ndarray:
     shift down."""
     grey = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY).astype(np.float32)
     detail = cv2.GaussianBlur(grey, (0, 0), 1.0) - cv2.GaussianBlur(grey, (0, 0), 8.0)
-    spread = 1.4826 * float(np.median(np.abs(detail[::4, ::4]))) or float(detail.std()) or 1.0
+    spread = 1.4826 * float(median(np.abs(detail[::4, ::4]))) or float(detail.std()) or 1.0
     return detail / spread
 
 

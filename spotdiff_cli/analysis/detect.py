@@ -45,6 +45,7 @@ from ..errors import InputError, ModelError
 from ..weights import resolve_weights
 from .once import built_once
 from .onnx_runtime import onnxruntime_module, ort_session, pass_threads
+from .order_stats import distinct_labels
 
 WEIGHTS_KIND = "detector-onnx"
 WEIGHTS_NAME = "nanodet_coco"  # float, as converted: what OpenCV runs
@@ -234,7 +235,7 @@ def nms_per_class(
 
     ``boxes``: (K, 4) x0, y0, x1, y1; ``scores``: (K,); ``classes``: (K,) ints."""
     keep: list[int] = []
-    for c in np.unique(classes):
+    for c in distinct_labels(classes):
         idx = np.flatnonzero(classes == c)
         xywh = [
             [float(b[0]), float(b[1]), float(b[2] - b[0]), float(b[3] - b[1])] for b in boxes[idx]

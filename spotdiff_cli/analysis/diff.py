@@ -18,6 +18,7 @@ import numpy as np
 from ..config import AnalysisConfig
 from ..types import ChangeMask
 from .memo import memoised
+from .order_stats import median
 
 _FIT_SAMPLES = 20_000
 
@@ -66,7 +67,7 @@ def _gains(samples_b: np.ndarray, samples_a: np.ndarray) -> tuple[np.ndarray, np
         x, y = levels_a.astype(np.float32), levels_b.astype(np.float32)
         for _ in range(2):
             residual = y - gain * x
-            sigma = 1.4826 * float(np.median(np.abs(residual))) + 1.0
+            sigma = 1.4826 * float(median(np.abs(residual))) + 1.0
             keep = np.abs(residual) < 2.5 * sigma
             if keep.sum() < 16:
                 break

@@ -48,6 +48,7 @@ import cv2
 import numpy as np
 
 from ..types import BBox, Cluster
+from .order_stats import distinct_labels, median
 
 # CLEVR's colours as hues (degrees on Lab's (a, b) plane) measured on our renders of each,
 # and the names of the grey.
@@ -236,7 +237,7 @@ def _maps(image: np.ndarray) -> _Maps:
     plain = (chroma < _CHROMA) & (ratio > _DARK) & (ratio < _BRIGHT)
     detail = log - cv2.GaussianBlur(log, (0, 0), 4.0)
     spread = detail[plain]
-    grain = float(np.median(np.abs(spread - np.median(spread)))) * 1.4826 if spread.size else 1.0
+    grain = float(median(np.abs(spread - median(spread)))) * 1.4826 if spread.size else 1.0
     return _Maps(lab, chroma, hue, ratio, edges, grain)
 
 
@@ -382,8 +383,8 @@ def _material_of(maps: _Maps, mask: np.ndarray) -> tuple[str, dict[str, float]]:
     ys = np.nonzero(inner)[0]
     if ys.size >= 12:
         lo, hi = np.percentile(ys, [30, 70])
-        top = np.median(ratio[ys <= lo]) + 1e-3
-        bottom = np.median(ratio[ys >= hi]) + 1e-3
+        top = median(ratio[ys <= lo]) + 1e-3
+        bottom = median(ratio[ys >= hi]) + 1e-3
         features["top_over_bottom"] = float(top / bottom)
         logr = np.log(ratio + 1e-3)
         features["vgrad"] = float(np.corrcoef(ys, logr)[0, 1]) if logr.std() > 1e-6 else 0.0
@@ -391,7 +392,7 @@ def _material_of(maps: _Maps, mask: np.ndarray) -> tuple[str, dict[str, float]]:
     # refitted: cross-validated accuracy 94.7 -> 95.7 %): the spread of its middle half of
     # brightness (a metal's mirrored world spreads it), how much its lightness varies, and the
     # share of pixels darker than 0.4 of its median (the fit counts those against metal).
-    median_ratio = float(np.median(ratio)) + 1e-3
+    median_ratio = float(median(ratio)) + 1e-3
     features["ratio_iqr"] = float(np.percentile(ratio, 75) / max(np.percentile(ratio, 25), 1e-3))
     features["dark_share"] = float((ratio < 0.4 * median_ratio).mean())
     features["light_cv"] = float(light.std() / (light.mean() + 1e-3))
@@ -437,8 +438,8 @@ def _shape_of(mask: np.ndarray, elevation: float = 30.0) -> tuple[str, dict[str,
             rights.append(cols[-1])
     lefts_a, rights_a = np.array(lefts, float), np.array(rights, float)
     if lefts_a.size > 4:
-        straight = (np.abs(lefts_a - np.median(lefts_a)) < 1.6) & (
-            np.abs(rights_a - np.median(rights_a)) < 1.6
+        straight = (np.abs(lefts_a - median(lefts_a)) < 1.6) & (
+            np.abs(rights_a - median(rights_a)) < 1.6
         )
         features["straight_sides"] = float(straight.mean())
     else:
@@ -602,7 +603,7 @@ def _split_by_colour(maps: _Maps, blob: np.ndarray, min_pixels: int) -> list[np.
     )
     smooth = np.argmax(votes, axis=0)
     parts = []
-    for k in np.unique(smooth[inside]):
+    for k in distinct_labels(smooth[inside]):
         for part in _components((smooth == k) & inside, min_pixels):
             full = np.zeros(blob.shape, bool)
             full[y0:y1, x0:x1] = part
@@ -738,7 +739,7 @@ def _trimmed(maps: _Maps, part: np.ndarray, colourful_near: np.ndarray) -> np.nd
         return None
     outline = grey & ~(cv2.erode(grey.astype(np.uint8), np.ones((3, 3), np.uint8)) > 0)
     sharp = cv2.dilate(maps.edges, np.ones((3, 3), np.uint8))[outline] > _OUTLINE_EDGE
-    if sharp.mean() < _OUTLINE_FOLLOWED or np.median(maps.ratio[grey]) > _GREY_OBJECT:
+    if sharp.mean() < _OUTLINE_FOLLOWED or median(maps.ratio[grey]) > _GREY_OBJECT:
         return None
     return grey
 
@@ -1431,7 +1432,7 @@ def _shows_floor(
     if not region.any():
         return True
     ratio = maps.ratio[region]
-    return float(np.median(ratio)) >= _GREY_GONE_FLOOR and float(
+    return float(median(ratio)) >= _GREY_GONE_FLOOR and float(
         (ratio > _BRIGHT).mean()
     ) < _floor_below(obj)
 
@@ -2122,7 +2123,7 @@ def area_growth(
 ) -> float:
     """How much bigger the camera's move makes an object look: the matched objects' median area
     ratio, after over before (1 with no pairs)."""
-    return float(np.median([after[j].area / max(before[i].area, 1) for i, j in pairs] or [1]))
+    return float(median([after[j].area / max(before[i].area, 1) for i, j in pairs] or [1]))
 
 
 def _unlike(a: SceneObject, b: SceneObject) -> float:

@@ -10,6 +10,7 @@ import cv2
 import numpy as np
 
 from ..analysis.memo import memoised
+from ..analysis.order_stats import median
 from ..types import BBox
 
 # 3x3 grid of places a person would name, indexed [row][column]: (name, "where" phrase).
@@ -101,7 +102,7 @@ def _scene_cast(frame: np.ndarray) -> tuple[float, float]:
     neutral = (np.hypot(a, b) < _NEUTRAL_CHROMA) & (lightness > low) & (lightness < high)
     if neutral.mean() < _NEUTRAL_SHARE:
         return 0.0, 0.0
-    cast_a, cast_b = float(np.median(a[neutral])), float(np.median(b[neutral]))
+    cast_a, cast_b = float(median(a[neutral])), float(median(b[neutral]))
     if not _MIN_CAST <= float(np.hypot(cast_a, cast_b)) <= _MAX_CAST:
         return 0.0, 0.0
     return cast_a, cast_b
