@@ -98,3 +98,35 @@ def _version() -> str:
     import onnxruntime
 
     return onnxruntime.__version__
+
+
+def test_old_copies_and_abandoned_files_are_removed(tmp_path, monkeypatch, detector_graph):
+    """Each checkout or install makes its own copy: only the newest few of a network stay, and
+    a temporary file a killed process left goes once it is an hour old."""
+    import os
+    import time
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("SPOTDIFF_ORT_CACHE", raising=False)
+    folder = tmp_path / "spotdiff" / "onnxruntime"
+    folder.mkdir(parents=True)
+    old = time.time() - 7200
+    stale = [folder / f"nanodet_coco_int8-{i:020d}.ort" for i in range(5)]
+    for i, path in enumerate(stale):
+        path.write_bytes(b"an older copy")
+        os.utime(path, (old + i, old + i))
+    other = folder / f"efficientnet_lite0_imagenet-{0:020d}.ort"  # another network: kept
+    other.write_bytes(b"x")
+    os.utime(other, (old, old))
+    abandoned = folder / ".nanodet_coco_int8-x.ort.123.456"
+    abandoned.write_bytes(b"half")
+    os.utime(abandoned, (old, old))
+    recent = folder / ".nanodet_coco_int8-y.ort.124.457"  # maybe still being written
+    recent.write_bytes(b"half")
+
+    onnx_runtime.ort_session(detector_graph, 1, "detector", "x")
+    made = onnx_runtime.optimised_copy(detector_graph, _version())
+    left = set(_copies(tmp_path))
+    assert made in left and other in left and recent in left
+    assert abandoned not in left
+    assert left & set(stale) == {stale[4], stale[3]}  # the two newest old ones, with the new

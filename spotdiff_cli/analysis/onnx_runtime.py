@@ -11,6 +11,7 @@ import hashlib
 import os
 import platform
 import threading
+import time
 from pathlib import Path
 from types import ModuleType
 
@@ -103,7 +104,41 @@ def ort_session(path: Path, threads: int, what: str, rebuild: str):
             os.replace(saving, copy)
         except OSError:
             saving.unlink(missing_ok=True)
+        else:
+            _prune(copy)
     return session
+
+
+# Copies of one network kept in the cache: every checkout, install or onnxruntime version
+# makes its own (18 MB for the classifier), and nothing else would ever remove them.
+_KEPT_COPIES = 3
+# A temporary file this old was left by a process killed while saving.
+_ABANDONED_S = 3600
+
+
+def _prune(made: Path) -> None:
+    """After ``made`` was saved: remove the older copies of the same network beyond the
+    ``_KEPT_COPIES`` newest, and temporary files that killed processes left. A removed copy
+    still in use elsewhere is made again there, once."""
+    stem, _, _ = made.name.rpartition("-")
+    try:
+        entries = list(made.parent.iterdir())
+    except OSError:
+        return
+    copies, now = [], time.time()
+    for entry in entries:
+        try:
+            modified = entry.stat().st_mtime
+        except OSError:  # removed by another process meanwhile
+            continue
+        name = entry.name
+        if name.startswith(f"{stem}-") and name.endswith(".ort") and len(name) == len(made.name):
+            copies.append((modified, entry))
+        elif name.startswith(f".{stem}-") and now - modified > _ABANDONED_S:
+            entry.unlink(missing_ok=True)
+    for _, old in sorted(copies, reverse=True)[_KEPT_COPIES:]:
+        if old != made:
+            old.unlink(missing_ok=True)
 
 
 def _options(ort: ModuleType, threads: int):
