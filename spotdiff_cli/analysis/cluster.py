@@ -20,6 +20,8 @@ operations, in milliseconds:
 
 from __future__ import annotations
 
+import functools
+
 import cv2
 import numpy as np
 
@@ -30,6 +32,49 @@ def _disk(radius: float) -> np.ndarray:
     r = int(np.floor(radius))
     yy, xx = np.mgrid[-r : r + 1, -r : r + 1]
     return ((xx * xx + yy * yy) <= radius * radius).astype(np.float32)
+
+
+# Below this radius the disk is small enough for OpenCV's direct filter.
+_DFT_FROM_EPS = 6.0
+
+
+def _neighbour_counts(act8: np.ndarray, eps: float) -> np.ndarray:
+    """How many of the pixels ``act8`` (H, W) uint8 0/1 holds lie within ``eps`` of each pixel
+    (itself included), as (H, W) float32 within 0.03 of the integer (so a threshold at half a
+    count is exact).
+
+    A large disk is convolved through one DFT of the padded mask, multiplied by the disk's
+    spectrum (made once per size) and transformed back: 2.5 ms for a 280x620 crop at the 640 px
+    default's eps of 32 px, where ``cv2.filter2D`` (its DFT in tiles, the disk's spectrum made at
+    every call) took 6 ms, a third of a warm 720p pair's clustering. The largest error is 0.001
+    of a count there and 0.03 at eps 193 (a 4K frame analysed at full size)."""
+    if eps < _DFT_FROM_EPS:
+        return cv2.filter2D(
+            act8.astype(np.float32), cv2.CV_32F, _disk(eps), borderType=cv2.BORDER_CONSTANT
+        )
+    h, w = act8.shape
+    radius = int(np.floor(eps))
+    # Zero padding of at least the disk's radius on each side: the circular convolution is
+    # then the linear one, and a pixel's count includes no wrapped-around pixel.
+    rows = cv2.getOptimalDFTSize(h + 2 * radius)
+    cols = cv2.getOptimalDFTSize(w + 2 * radius)
+    padded = np.zeros((rows, cols), np.float32)
+    padded[:h, :w] = act8
+    spectrum = cv2.dft(padded, nonzeroRows=h)
+    product = cv2.mulSpectrums(spectrum, _disk_spectrum(rows, cols, eps), 0)
+    full = cv2.idft(product, flags=cv2.DFT_SCALE | cv2.DFT_REAL_OUTPUT, nonzeroRows=h + 2 * radius)
+    # The disk's centre sat at (radius, radius) of its padded copy: shift the result back.
+    return full[radius : radius + h, radius : radius + w]
+
+
+@functools.lru_cache(maxsize=8)  # ~1 MB each at the 640 px default
+def _disk_spectrum(rows: int, cols: int, eps: float) -> np.ndarray:
+    """The DFT (OpenCV's packed real format) of the radius-``eps`` disk in a rows x cols frame,
+    its top-left corner at the origin."""
+    disk = _disk(eps)
+    padded = np.zeros((rows, cols), np.float32)
+    padded[: disk.shape[0], : disk.shape[1]] = disk
+    return cv2.dft(padded, nonzeroRows=disk.shape[0])
 
 
 def grid_dbscan(active: np.ndarray, eps: float, min_samples: int) -> np.ndarray:
@@ -57,11 +102,8 @@ def _grid_dbscan(active: np.ndarray, eps: float, min_samples: int) -> np.ndarray
     h, w = active.shape
     labels = np.zeros((h, w), dtype=np.int32)
     act8 = active.astype(np.uint8)
-    # 1. Neighbour counts within eps (disk convolution; OpenCV switches to a DFT for big kernels).
-    counts = cv2.filter2D(
-        act8.astype(np.float32), cv2.CV_32F, _disk(eps), borderType=cv2.BORDER_CONSTANT
-    )
-    core = active & (counts >= min_samples - 0.5)
+    # 1. Neighbour counts within eps (a disk convolution).
+    core = active & (_neighbour_counts(act8, eps) >= min_samples - 0.5)
     if not core.any():
         return labels
     not_core = np.where(core, 0, 255).astype(np.uint8)
