@@ -113,6 +113,30 @@ def test_grid_dbscan_matches_sklearn():
     assert (ours[active] == 0).sum() == (reference[active] == 0).sum()  # same noise
 
 
+def test_neighbour_counts_are_the_disks_exact_counts():
+    """Large disks are counted through a DFT: every count within a small fraction of the exact
+    integer, so the core test (at half a count) is exact; the sklearn check above uses a small
+    eps, which takes OpenCV's direct filter."""
+    from spotdiff_cli.analysis.cluster import _disk, _neighbour_counts
+
+    rng = np.random.default_rng(11)
+    for eps, shape, density in [
+        (6.5, (50, 70), 0.3),
+        (12.0, (90, 41), 0.6),
+        (32.14, (140, 260), 0.1),
+    ]:
+        active = (rng.random(shape) < density).astype(np.uint8)
+        disk = _disk(eps).astype(np.int64)
+        r = disk.shape[0] // 2
+        padded = np.pad(active.astype(np.int64), r)
+        exact = np.zeros(shape, np.int64)
+        for dy, dx in zip(*np.nonzero(disk)):
+            exact += padded[dy : dy + shape[0], dx : dx + shape[1]]
+        counts = _neighbour_counts(active, eps)
+        assert counts.shape == shape
+        assert np.abs(counts - exact).max() < 0.05
+
+
 def test_different_sizes_are_resized_with_a_note(scene):
     import cv2
 
