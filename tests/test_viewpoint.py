@@ -665,6 +665,29 @@ def test_a_view_that_only_leans_the_other_way_is_no_new_finish(monkeypatch):
     assert not changed(_seen(0.02, 0.31, "purple"), _seen(1.0, 0.09, "purple"))
 
 
+def test_a_metal_reading_with_a_lit_top_is_rubber_seen_from_above(monkeypatch):
+    from spotdiff_cli.analysis import objects3d
+
+    # Trees that call every candidate a new finish: the lit top alone must say no. A side read
+    # as metal whose top is 14x brighter than its bottom (a rubber cylinder's lit top face seen
+    # by a higher camera), beside a side read as rubber at 1x: the same finish. At 8x (the
+    # most a true change measured on six renders) the trees decide.
+    always = {"features": [], "baseline": 30.0, "trees": []}
+    monkeypatch.setattr(objects3d, "_finish_trees", lambda: always)
+
+    def seen(p_metal: float, top_over_bottom: float):
+        obj = _seen(p_metal, 0.31, "blue")
+        return dataclasses.replace(
+            obj, features={**obj.features, "top_over_bottom": top_over_bottom}
+        )
+
+    changed = objects3d._material_changed
+    assert not changed(seen(0.02, 1.0), seen(0.95, 14.0))
+    assert not changed(seen(0.95, 14.0), seen(0.02, 1.0))  # either view first
+    assert changed(seen(0.02, 1.0), seen(0.95, 9.0))
+    assert changed(seen(0.02, 4.0), seen(0.95, 0.5))  # rubber's top brighter: the usual way
+
+
 def test_the_finish_trees_read_both_views_from_the_metal_side_to_the_rubber_side():
     from spotdiff_cli.analysis.objects3d import _finish_trees, finish_features
 
