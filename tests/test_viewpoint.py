@@ -665,6 +665,23 @@ def test_a_view_that_only_leans_the_other_way_is_no_new_finish(monkeypatch):
     assert not changed(_seen(0.02, 0.31, "purple"), _seen(1.0, 0.09, "purple"))
 
 
+def test_a_metal_repainted_grey_is_another_paint_though_its_colour_is_dark():
+    from spotdiff_cli.analysis.objects3d import _metal_to_grey, _other_paint
+
+    # Seed 34's scene 81: a large cyan metal sphere (median Lab chroma 20.9) repainted grey
+    # (neutral, lightness 48). A metal shows its paint darkened, under the 24 _other_paint asks.
+    cyan = _seen(0.95, 0.5, "cyan", lab=(97.0, 128.0 - 19.8, 128.0 - 6.8))
+    grey = _seen(0.95, 0.5, "gray", lab=(48.0, 128.0, 128.0))
+    assert not _other_paint(cyan.lab, grey.lab)
+    assert _metal_to_grey(cyan, grey) and _metal_to_grey(grey, cyan)
+    # A coloured metal's dark side reads grey with a tint, or black: the same paint.
+    tinted = _seen(0.95, 0.5, "gray", lab=(11.0, 128.0 + 6.0, 128.0 + 5.0))
+    black = _seen(0.95, 0.5, "gray", lab=(1.0, 128.0, 128.0))
+    assert not _metal_to_grey(cyan, tinted) and not _metal_to_grey(cyan, black)
+    # Rubber shows its paint as it is: _other_paint's bar stands for it.
+    assert not _metal_to_grey(_seen(0.02, 0.5, "cyan", lab=cyan.lab), grey)
+
+
 def test_a_metal_reading_with_a_lit_top_is_rubber_seen_from_above(monkeypatch):
     from spotdiff_cli.analysis import objects3d
 
