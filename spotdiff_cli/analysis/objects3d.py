@@ -1382,12 +1382,16 @@ def _evidence(
     return float(like[region].mean())
 
 
+def _chroma_of(lab: np.ndarray) -> float:
+    """The chroma of a median Lab colour (OpenCV's 8-bit Lab): its distance from neutral."""
+    return float(np.hypot(lab[1] - 128.0, lab[2] - 128.0))
+
+
 def _grey_paint(lab: np.ndarray) -> bool:
     """Whether a median Lab colour read as grey (chroma under _CHROMA) is CLEVR's grey paint and
     not a coloured object too dark to show its hue: neutral (chroma under _GREY_TINT) and lit
     (lightness _UNLIT or more)."""
-    chroma = float(np.hypot(lab[1] - 128.0, lab[2] - 128.0))
-    return chroma < _GREY_TINT and float(lab[0]) >= _UNLIT
+    return _chroma_of(lab) < _GREY_TINT and float(lab[0]) >= _UNLIT
 
 
 def _other_paint(lab_a: np.ndarray, lab_b: np.ndarray) -> bool:
@@ -1395,8 +1399,7 @@ def _other_paint(lab_a: np.ndarray, lab_b: np.ndarray) -> bool:
     seen twice: one colourful and the other grey paint (see _grey_paint: a coloured metal's
     dark side reads grey too), or hues at least _OTHER_HUE apart (CLEVR's nearest, blue and
     purple, are 18 degrees apart; one object seen from two viewpoints stays within about 10)."""
-    ca = float(np.hypot(lab_a[1] - 128.0, lab_a[2] - 128.0))
-    cb = float(np.hypot(lab_b[1] - 128.0, lab_b[2] - 128.0))
+    ca, cb = _chroma_of(lab_a), _chroma_of(lab_b)
     if min(ca, cb) < _CHROMA:
         grey = lab_a if ca < cb else lab_b
         return max(ca, cb) >= 2 * _CHROMA and _grey_paint(grey)
@@ -1415,8 +1418,8 @@ def _metal_to_grey(a: SceneObject, b: SceneObject) -> bool:
     (the rest 5.7-10 in chroma, or black: lightness 0-1)."""
     if a.material != "metal" or b.material != "metal":
         return False
-    grey, coloured = sorted((a.lab, b.lab), key=lambda lab: math.hypot(lab[1] - 128, lab[2] - 128))
-    return _grey_paint(grey) and math.hypot(coloured[1] - 128, coloured[2] - 128) >= _CHROMA
+    grey, coloured = (a.lab, b.lab) if _chroma_of(a.lab) < _chroma_of(b.lab) else (b.lab, a.lab)
+    return _grey_paint(grey) and _chroma_of(coloured) >= _CHROMA
 
 
 def _floor_below(obj: SceneObject) -> float:
