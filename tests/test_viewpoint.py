@@ -609,6 +609,21 @@ def test_a_light_dimmed_a_little_still_lets_the_objects_answer():
     assert [type(c).__name__ for c in barely.analysis.clusters] == ["Cluster"]
 
 
+def test_a_one_row_piece_reads_a_finite_material(recwarn):
+    from spotdiff_cli.analysis.objects3d import _maps, _material_of
+
+    # A sliver one row high (seed 32's scene 52 cut one off a merged pair): its vertical
+    # gradient is 0, not the NaN a correlation with a constant row index gives, which the
+    # material trees would have sent down one side of every split.
+    image = _scene([("blue", 240, 200, 30)])
+    mask = np.zeros(image.shape[:2], bool)
+    mask[180, 220:260] = True
+    _, features = _material_of(_maps(image), mask)
+    assert features["vgrad"] == 0.0
+    assert all(math.isfinite(v) for v in features.values())
+    assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
+
+
 def test_a_coloured_object_too_dark_to_show_its_hue_is_not_grey_paint():
     from spotdiff_cli.analysis.objects3d import _other_paint
 

@@ -387,7 +387,10 @@ def _material_of(maps: _Maps, mask: np.ndarray) -> tuple[str, dict[str, float]]:
         bottom = median(ratio[ys >= hi]) + 1e-3
         features["top_over_bottom"] = float(top / bottom)
         logr = np.log(ratio + 1e-3)
-        features["vgrad"] = float(np.corrcoef(ys, logr)[0, 1]) if logr.std() > 1e-6 else 0.0
+        # No vertical gradient in a single row (a sliver's inside) nor under an even light: 0,
+        # not the NaN a correlation with a constant gives (the trees would send it one way).
+        flat = ys.std() <= 1e-6 or logr.std() <= 1e-6
+        features["vgrad"] = 0.0 if flat else float(np.corrcoef(ys, logr)[0, 1])
     # How evenly it is lit, three more measures the material model weighs (added when it was
     # refitted: cross-validated accuracy 94.7 -> 95.7 %): the spread of its middle half of
     # brightness (a metal's mirrored world spreads it), how much its lightness varies, and the
