@@ -1385,8 +1385,9 @@ def _evidence(
     return float(like[region].mean())
 
 
-def _chroma_of(lab: np.ndarray) -> float:
-    """The chroma of a median Lab colour (OpenCV's 8-bit Lab): its distance from neutral."""
+def lab_chroma(lab: np.ndarray) -> float:
+    """How colourful a Lab colour is (OpenCV's 8-bit Lab, a and b offset by 128): its distance
+    from neutral."""
     return float(np.hypot(lab[1] - 128.0, lab[2] - 128.0))
 
 
@@ -1394,7 +1395,7 @@ def _grey_paint(lab: np.ndarray) -> bool:
     """Whether a median Lab colour read as grey (chroma under _CHROMA) is CLEVR's grey paint and
     not a coloured object too dark to show its hue: neutral (chroma under _GREY_TINT) and lit
     (lightness _UNLIT or more)."""
-    return _chroma_of(lab) < _GREY_TINT and float(lab[0]) >= _UNLIT
+    return lab_chroma(lab) < _GREY_TINT and float(lab[0]) >= _UNLIT
 
 
 def _other_paint(lab_a: np.ndarray, lab_b: np.ndarray) -> bool:
@@ -1402,7 +1403,7 @@ def _other_paint(lab_a: np.ndarray, lab_b: np.ndarray) -> bool:
     seen twice: one colourful and the other grey paint (see _grey_paint: a coloured metal's
     dark side reads grey too), or hues at least _OTHER_HUE apart (CLEVR's nearest, blue and
     purple, are 18 degrees apart; one object seen from two viewpoints stays within about 10)."""
-    ca, cb = _chroma_of(lab_a), _chroma_of(lab_b)
+    ca, cb = lab_chroma(lab_a), lab_chroma(lab_b)
     if min(ca, cb) < _CHROMA:
         grey = lab_a if ca < cb else lab_b
         return max(ca, cb) >= 2 * _CHROMA and _grey_paint(grey)
@@ -1421,8 +1422,8 @@ def _metal_to_grey(a: SceneObject, b: SceneObject) -> bool:
     (the rest 5.7-10 in chroma, or black: lightness 0-1)."""
     if a.material != "metal" or b.material != "metal":
         return False
-    grey, coloured = (a.lab, b.lab) if _chroma_of(a.lab) < _chroma_of(b.lab) else (b.lab, a.lab)
-    return _grey_paint(grey) and _chroma_of(coloured) >= _CHROMA
+    grey, coloured = (a.lab, b.lab) if lab_chroma(a.lab) < lab_chroma(b.lab) else (b.lab, a.lab)
+    return _grey_paint(grey) and lab_chroma(coloured) >= _CHROMA
 
 
 def _floor_below(obj: SceneObject) -> float:
@@ -2123,8 +2124,7 @@ def finish_features(before: SceneObject, after: SceneObject, growth: float) -> d
         if after.features["p_metal"] > before.features["p_metal"]
         else (before, after)
     )
-    chroma_rubber = float(np.hypot(rubber.lab[1] - 128.0, rubber.lab[2] - 128.0))
-    chroma_metal = float(np.hypot(metal.lab[1] - 128.0, metal.lab[2] - 128.0))
+    chroma_rubber, chroma_metal = lab_chroma(rubber.lab), lab_chroma(metal.lab)
     colourless = min(chroma_rubber, chroma_metal) < _CHROMA
     features = {
         "lighter": rubber.features.get("median_ratio", 0.0)

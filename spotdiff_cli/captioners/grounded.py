@@ -22,7 +22,7 @@ import cv2
 import numpy as np
 
 from ..analysis.diff import level_median, pixel_distance
-from ..analysis.objects3d import ObjectCluster
+from ..analysis.objects3d import ObjectCluster, lab_chroma
 from ..geometry import box_iou
 from ..types import Analysis, CameraMotion, Cluster, Sentence
 from .base import Captioner, DescribeOptions, Hint
@@ -270,11 +270,6 @@ def _object_pixels(errors: np.ndarray, region: np.ndarray) -> np.ndarray:
     return region
 
 
-def _chroma(lab: np.ndarray) -> float:
-    """How colourful a Lab colour (L, a, b with a, b offset by 128, as OpenCV's) is."""
-    return float(np.hypot(lab[1] - 128.0, lab[2] - 128.0))
-
-
 def _overlap(a: np.ndarray, b: np.ndarray) -> float:
     """Intersection over union of two boolean masks (0 when both are empty)."""
     union = int((a | b).sum())
@@ -286,7 +281,7 @@ def _same_hue(lab_b: np.ndarray, lab_a: np.ndarray) -> bool:
     within _HUE_ANGLE of each other on the (a, b) plane. Lightness does not count: shading,
     a metal's reflections and a matte finish change it without changing the paint."""
     ab_b, ab_a = lab_b[1:] - 128.0, lab_a[1:] - 128.0
-    chroma_b, chroma_a = _chroma(lab_b), _chroma(lab_a)
+    chroma_b, chroma_a = lab_chroma(lab_b), lab_chroma(lab_a)
     if chroma_b < _GREY_CHROMA and chroma_a < _GREY_CHROMA:
         return True
     if min(chroma_b, chroma_a) < _CHROMA:
@@ -318,7 +313,7 @@ class _Split:
             return False
         # Greys have only their lightness to go by (a chromatic object's shading and shadow
         # change its lightness from place to place; its hue stays).
-        grey = max(_chroma(paint_b), _chroma(paint_a)) < _CHROMA
+        grey = max(lab_chroma(paint_b), lab_chroma(paint_a)) < _CHROMA
         if grey and abs(float(paint_b[0] - paint_a[0])) > _MOVE_LIGHTNESS:
             return False
         yb, xb = np.nonzero(self.vacated)
@@ -427,7 +422,7 @@ def _pair_moves(readings: list[Reading]) -> list[tuple[Reading, Reading]]:
             )
             distinctive = (
                 colour_gap < _MOVE_EXACT_COLOUR
-                and min(_chroma(g.lab_before), _chroma(n.lab_after)) >= _CHROMA
+                and min(lab_chroma(g.lab_before), lab_chroma(n.lab_after)) >= _CHROMA
             )
             limit = _MOVE_LOOSE_SIZE_RATIO if distinctive else _MOVE_SIZE_RATIO
             if colour_gap < _MOVE_COLOUR and ratio < limit:
