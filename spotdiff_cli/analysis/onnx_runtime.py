@@ -172,7 +172,10 @@ def optimised_copy(path: Path, version: str) -> Path | None:
 @functools.cache
 def _cpu() -> str:
     """This CPU as far as an optimised graph cares: its model and feature flags (Linux), else
-    what ``platform`` knows."""
+    what ``platform`` knows. ``platform.processor()`` is asked only without /proc/cpuinfo: on
+    Linux it runs ``uname -p`` in a subprocess (a fork of a process that has loaded
+    onnxruntime, 2-10 ms on the recognisers' warm-up, which the first caption waits for), and
+    there the model name says more."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as info:
             lines = info.read().splitlines()
@@ -185,4 +188,6 @@ def _cpu() -> str:
         name = name.strip()
         if name in wanted and name not in seen:
             seen[name] = value.strip()
-    return "|".join([platform.machine(), platform.processor(), *seen.values()])
+    if not seen:
+        return "|".join([platform.machine(), platform.processor()])
+    return "|".join([platform.machine(), *seen.values()])
