@@ -4,6 +4,8 @@
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import cv2
@@ -22,6 +24,17 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 REPO = Path(__file__).resolve().parents[1]
 SHARED = REPO.parent / "shared"
 MEDIA = SHARED / "media"
+
+
+def loaded_in_child(code: str, *modules: str) -> list[bool]:
+    """Run ``code`` in a fresh interpreter (the checkout as its working folder) and say, for
+    each of ``modules``, whether that interpreter had imported it by the end: what a cold
+    process pays for, which this one, with the suite's imports, cannot tell."""
+    probe = f"\nimport sys\nprint(*[name in sys.modules for name in {list(modules)!r}])"
+    out = subprocess.run(
+        [sys.executable, "-c", code + probe], cwd=REPO, capture_output=True, text=True, check=True
+    )
+    return [word == "True" for word in out.stdout.strip().splitlines()[-1].split()]
 
 
 def media(name: str) -> Path:

@@ -4,11 +4,9 @@ models never imports torch; unknown names fail with the list and a close match."
 from __future__ import annotations
 
 import importlib
-import subprocess
-import sys
 
 import pytest
-from conftest import REPO
+from conftest import loaded_in_child
 
 from spotdiff_cli.captioners import registry
 from spotdiff_cli.errors import ModelError
@@ -17,16 +15,12 @@ from spotdiff_cli.errors import ModelError
 def test_listing_models_imports_no_torch() -> None:
     """`spotdiff models` shows every model's info: the families must declare it without torch."""
     code = (
-        "import sys; from typer.testing import CliRunner; from spotdiff_cli.cli import app;"
+        "from typer.testing import CliRunner; from spotdiff_cli.cli import app;"
         "from spotdiff_cli.captioners import available_models;"
         "r = CliRunner().invoke(app, ['models']); assert r.exit_code == 0, r.output;"
-        "missing = [n for n in available_models() if n not in r.output]; assert not missing, missing;"
-        "print('torch' in sys.modules, 'timm' in sys.modules)"
+        "missing = [n for n in available_models() if n not in r.output]; assert not missing, missing"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, check=True
-    )
-    assert out.stdout.strip() == "False False"
+    assert loaded_in_child(code, "torch", "timm") == [False, False]
 
 
 @pytest.mark.parametrize("module", registry.FAMILY_MODULES)
