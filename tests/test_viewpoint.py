@@ -624,6 +624,22 @@ def test_a_one_row_piece_reads_a_finite_material(recwarn):
     assert not [w for w in recwarn if issubclass(w.category, RuntimeWarning)]
 
 
+def test_the_hue_read_in_a_crop_or_an_outline_is_the_whole_views():
+    from spotdiff_cli.analysis.objects3d import _maps
+
+    # Computed where it is read (_Maps.hue_at), the hue must be the whole view's to the bit:
+    # colour names, the evidence that an object is still there and repaints all compare it.
+    maps = _maps(_scene([("blue", 240, 200, 30), ("red", 120, 150, 24), ("yellow", 350, 170, 20)]))
+    a, b = maps.lab[:, :, 1] - 128.0, maps.lab[:, :, 2] - 128.0
+    whole = np.degrees(np.arctan2(b, a)) % 360.0
+    outline = np.zeros(whole.shape, bool)
+    cv2.circle(outline.view(np.uint8), (240, 200), 40, 1, -1)
+    assert np.array_equal(maps.hue_at(outline), whole[outline])
+    crop = (slice(150, 260), slice(90, 300))
+    assert np.array_equal(maps.hue_at(crop), whole[crop])
+    assert maps.hue_at(outline).dtype == np.float32
+
+
 def test_a_coloured_object_too_dark_to_show_its_hue_is_not_grey_paint():
     from spotdiff_cli.analysis.objects3d import _other_paint
 
