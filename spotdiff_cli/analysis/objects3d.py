@@ -226,6 +226,11 @@ class _Maps:
         b = self.lab[:, :, 2][where] - 128.0
         return np.degrees(np.arctan2(b, a)) % 360.0
 
+    def hue_gap_at(self, where: np.ndarray | tuple[slice, slice], colour: str) -> np.ndarray:
+        """How far (degrees, 0-180) the hue of the pixels ``where`` selects is from CLEVR's
+        ``colour`` (see :meth:`hue_at`)."""
+        return np.abs((self.hue_at(where) - CLEVR_HUES[colour] + 180.0) % 360.0 - 180.0)
+
 
 def _maps(image: np.ndarray) -> _Maps:
     blurred = cv2.GaussianBlur(image, (0, 0), 1.0)
@@ -1387,8 +1392,7 @@ def _evidence(
     if obj.colour == "gray":
         like = ((maps.ratio < _DARK) | (maps.edges > _EDGE) | (maps.chroma > _CHROMA))[region]
     else:
-        gap = np.abs((maps.hue_at(region) - CLEVR_HUES[obj.colour] + 180.0) % 360.0 - 180.0)
-        like = (maps.chroma[region] > _CHROMA) & (gap < 30.0)
+        like = (maps.chroma[region] > _CHROMA) & (maps.hue_gap_at(region, obj.colour) < 30.0)
     return float(like.mean())
 
 
@@ -1478,8 +1482,7 @@ def _painted(maps: _Maps, region: np.ndarray, colour: str) -> bool:
     colourful = maps.chroma[region] > _CHROMA
     if colour == "gray":
         return float(colourful.mean()) < 0.1
-    gap = np.abs((maps.hue_at(region) - CLEVR_HUES[colour] + 180.0) % 360.0 - 180.0)
-    return float((colourful & (gap < 25.0)).mean()) >= 0.5
+    return float((colourful & (maps.hue_gap_at(region, colour) < 25.0)).mean()) >= 0.5
 
 
 def _object_pixels(maps: _Maps) -> np.ndarray:
