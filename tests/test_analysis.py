@@ -180,6 +180,23 @@ def test_median_of_levels_is_numpys_median():
             assert level_median(levels) == float(np.median(levels.astype(np.float32)))
 
 
+def test_masked_medians_are_the_medians_of_the_masked_pixels():
+    from spotdiff_cli.analysis.diff import masked_medians
+
+    rng = np.random.default_rng(6)
+    image = rng.integers(0, 256, (60, 80, 3)).astype(np.uint8)
+    image[:, :, 1] //= 7  # a channel with few levels: ties at the middle
+    view = image[5:50, 10:70]  # a crop of a frame, as the readers pass them: not contiguous
+    for share in (0.0005, 0.01, 0.5, 1.0):
+        mask = rng.random(view.shape[:2]) < share
+        got = masked_medians(view, mask)
+        if not mask.any():
+            assert got is None
+            continue
+        want = [float(np.median(view[mask][:, c].astype(np.float32))) for c in range(3)]
+        assert got.tolist() == want
+
+
 def _plain_fit_lighting(before, after, valid):
     """The light fit as first written (float samples, np.median): the reference."""
     stride = max(1, int(np.sqrt(valid.size / 20_000)))
@@ -289,3 +306,55 @@ def test_a_video_pair_with_little_changed_skips_the_camera_check(scene, monkeypa
     assert np.array_equal(quick.mask.active, plain.mask.active) and quick.camera is None
     analyse_pair(pair, AnalysisConfig(), still_background=plain.mask.changed_fraction / 2)
     assert len(calls) == 2
+
+
+def _plain_is_relit(before, after, region, min_correlation):
+    """``diff.is_relit`` as first written (numpy copies, np.std, np.corrcoef): the reference."""
+    from spotdiff_cli.analysis.diff import _RELIT_ANGLE, _colour_angle
+
+    levels_b, levels_a = before[region], after[region]
+    if levels_b.shape[0] < 16:
+        return False
+    median_b = np.median(levels_b.astype(np.float32), axis=0)
+    median_a = np.median(levels_a.astype(np.float32), axis=0)
+    if _colour_angle(median_b, median_a) > _RELIT_ANGLE:
+        return False
+    b, a = levels_b.astype(np.float32), levels_a.astype(np.float32)
+    judged = 0
+    for c in range(3):
+        if b[:, c].std() < 6 or a[:, c].std() < 6:
+            continue
+        judged += 1
+        if float(np.corrcoef(b[:, c], a[:, c])[0, 1]) < min_correlation:
+            return False
+    return judged > 0
+
+
+def test_relit_test_answers_as_its_plain_numpy_form():
+    from spotdiff_cli.analysis.diff import is_relit
+
+    rng = np.random.default_rng(7)
+    answers = []
+    for case in range(120):
+        h, w = rng.integers(3, 60, 2)
+        shading = rng.integers(0, 256, (h, w, 1)).astype(np.float32)
+        paint = rng.uniform(0.3, 1.0, 3).astype(np.float32)
+        before = shading * paint
+        kind = case % 4
+        if kind == 0:  # the light changed: a gain and a little noise
+            after = before * rng.uniform(0.5, 1.6) + rng.normal(0, rng.uniform(1, 30), before.shape)
+        elif kind == 1:  # repainted
+            after = shading * rng.uniform(0.3, 1.0, 3) + rng.normal(0, 3, before.shape)
+        elif kind == 2:  # something else stands there
+            after = rng.integers(0, 256, before.shape).astype(np.float32)
+        else:  # flat: nothing to judge
+            before = np.full(before.shape, rng.integers(0, 256), np.float32)
+            after = before + rng.normal(0, 2, before.shape)
+        before = np.clip(before, 0, 255).astype(np.uint8)
+        after = np.clip(after, 0, 255).astype(np.uint8)
+        region = rng.random((h, w)) < rng.uniform(0.05, 1.0)
+        for correlation in (0.5, 0.8, 0.95):
+            want = _plain_is_relit(before, after, region, correlation)
+            assert is_relit(before, after, region, correlation) == want, (case, correlation)
+            answers.append(want)
+    assert 0.2 < np.mean(answers) < 0.8  # both answers are exercised

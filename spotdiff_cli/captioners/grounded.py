@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import cv2
 import numpy as np
 
-from ..analysis.diff import level_median, pixel_distance
+from ..analysis.diff import masked_medians, pixel_distance
 from ..analysis.objects3d import ObjectCluster, lab_chroma
 from ..geometry import box_iou
 from ..types import Analysis, CameraMotion, Cluster, Sentence
@@ -112,10 +112,8 @@ def _crop_box(
 def _lab_median(lab: np.ndarray, sel: np.ndarray) -> np.ndarray:
     """The median Lab colour (3,) float32 of the ``sel`` pixels of ``lab``, an (h, w, 3)
     uint8 Lab crop (zeros when there are none); read off histograms, as ``np.median``."""
-    pixels = lab[sel]
-    if pixels.shape[0] == 0:
-        return np.zeros(3)
-    return np.array([level_median(pixels[:, c]) for c in range(3)], np.float32)
+    medians = masked_medians(lab, sel)
+    return np.zeros(3) if medians is None else medians
 
 
 def _inpaint_residual(crop: np.ndarray, region: np.ndarray) -> tuple[float, np.ndarray]:
