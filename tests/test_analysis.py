@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from conftest import draw_box, textured_background
+from conftest import REPO, draw_box, textured_background
 
 from spotdiff_cli.analysis import analyse_pair, make_pair
 from spotdiff_cli.analysis.cluster import grid_dbscan, sklearn_dbscan
@@ -358,3 +358,21 @@ def test_relit_test_answers_as_its_plain_numpy_form():
             assert is_relit(before, after, region, correlation) == want, (case, correlation)
             answers.append(want)
     assert 0.2 < np.mean(answers) < 0.8  # both answers are exercised
+
+
+def test_alignment_coarse_layer_is_a_sigma_8_blur_taken_small():
+    """The band-pass's coarse layer is computed at a quarter of the size (align._coarse); inside
+    the frame it stays within a fraction of a grey level of the sigma-8 Gaussian it stands for."""
+    import cv2
+
+    from spotdiff_cli.analysis import resize_for_analysis
+    from spotdiff_cli.analysis.align import _coarse
+    from spotdiff_cli.frames import load_image
+
+    for name in ("parking-lot", "room"):
+        image, _ = resize_for_analysis(load_image(REPO / "examples" / name / "after.jpg"), 640)
+        grey = cv2.cvtColor(image, cv2.COLOR_RGB2GRAY).astype(np.float32)
+        gap = np.abs(_coarse(grey) - cv2.GaussianBlur(grey, (0, 0), 8.0))[16:-16, 16:-16]
+        assert gap.mean() < 0.25 and gap.max() < 4.0, (name, gap.mean(), gap.max())
+    small = np.random.default_rng(0).random((40, 50)).astype(np.float32)
+    assert np.array_equal(_coarse(small), cv2.GaussianBlur(small, (0, 0), 8.0))
