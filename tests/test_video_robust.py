@@ -140,6 +140,17 @@ def test_frames_of_another_size_are_resized_with_a_warning(frames_folder):
     assert len(source["events"]) >= 3
 
 
+def test_one_image_given_as_a_video_says_nothing_was_compared(frames_folder):
+    proc = run_spotdiff("video", frames_folder / "frame000.png")
+    assert proc.returncode == 0
+    assert "1 sample," in proc.stdout and "1 samples" not in proc.stdout
+    assert "gave one frame, so nothing was compared" in proc.stderr
+    assert "spotdiff caption BEFORE AFTER" in proc.stderr
+    # Two frames or more are compared, and nothing is said about it.
+    proc = run_spotdiff("video", frames_folder, "--fps", "10", "--every", "1f", "--json")
+    assert not any("one frame" in w for w in json.loads(proc.stdout)["sources"][0]["warnings"])
+
+
 def test_start_past_the_end_is_said(clip):
     proc = run_spotdiff("video", clip, "--start", "10m")
     assert proc.returncode == 1

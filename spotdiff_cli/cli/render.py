@@ -270,7 +270,7 @@ def print_timeline(data: dict[str, Any], out: str | None, stderr: bool = False) 
             else:
                 _timeline_table(s, target)
         totals = [
-            f"{safe(Path(s['source']).name)}: {s['samples']} samples, {s['pairs_analysed']} analysed, {s['seconds']:.1f} s"
+            f"{safe(Path(s['source']).name)}: {s['samples']} sample{'' if s['samples'] == 1 else 's'}, {s['pairs_analysed']} analysed, {s['seconds']:.1f} s"
             for s in sources
             if not s["error"]
         ]

@@ -671,6 +671,7 @@ class _SourceRun:
             result.pending = []
             result.complete = True
             _check_end(result, self.info.duration, self.video, self.source)
+            _check_one_sample(result, self.video)
         finally:
             self.source.close()
             if self.objects is not None:
@@ -1025,6 +1026,17 @@ def _check_end(
             f"{result.source} ended at {format_timecode(result.processed_until)}, but its header says "
             f"{format_timecode(duration)}: the file looks truncated; nothing after that point was seen"
         )
+
+
+def _check_one_sample(result: SourceResult, video: VideoConfig) -> None:
+    """A whole run that sampled one frame had nothing to compare it with (an image given as a
+    video, or a clip shorter than ``--every``): "no change" alone would read as an answer."""
+    if result.samples != 1 or video.compare == "reference":
+        return
+    result.warnings.append(
+        f"{result.source} gave one frame, so nothing was compared: to compare two images use "
+        "`spotdiff caption BEFORE AFTER`; for a video, sample it more often (--every)"
+    )
 
 
 def _with_objects(
