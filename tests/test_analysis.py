@@ -376,3 +376,13 @@ def test_alignment_coarse_layer_is_a_sigma_8_blur_taken_small():
         assert gap.mean() < 0.25 and gap.max() < 4.0, (name, gap.mean(), gap.max())
     small = np.random.default_rng(0).random((40, 50)).astype(np.float32)
     assert np.array_equal(_coarse(small), cv2.GaussianBlur(small, (0, 0), 8.0))
+
+
+def test_relighting_a_blurred_view_gives_numpys_values():
+    from spotdiff_cli.analysis.diff import _relit
+
+    rng = np.random.default_rng(8)
+    image = (rng.random((37, 53, 3)) * 255).astype(np.float32)
+    gains = rng.uniform(0.3, 3.3, 3).astype(np.float32)
+    for offsets in (np.zeros(3, np.float32), rng.uniform(-9, 9, 3).astype(np.float32)):
+        assert np.array_equal(_relit(image, gains, offsets), image * gains + offsets)

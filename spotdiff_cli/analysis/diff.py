@@ -175,7 +175,7 @@ def compute_change_mask(
         if correction > 0.5:
             corrected = apply_lighting(after, gains, offsets)
             # Blur is linear, so correcting the blurred image equals blurring the corrected one.
-            distance = pixel_distance(blurred_before, blurred_after * gains + offsets)
+            distance = pixel_distance(blurred_before, _relit(blurred_after, gains, offsets))
         lighting_changed = correction > config.lighting_levels
     if not valid.all():
         distance = np.where(valid, distance, 0).astype(np.float32)
@@ -190,6 +190,17 @@ def compute_change_mask(
         lighting_correction=correction,
     )
     return mask, corrected
+
+
+def _relit(image: np.ndarray, gains: np.ndarray, offsets: np.ndarray) -> np.ndarray:
+    """``image * gains + offsets`` for an (H, W, 3) float32 image, the same values: OpenCV's
+    per-channel scaling (float32 products, exact in double and rounded once) and no addition
+    of the offsets when they are zero, as the light fit leaves them. NumPy's broadcast over a
+    last axis of three took 2.3 ms to scale a 640x360 view and 3.8 ms to add the zeros."""
+    scaled = cv2.multiply(image, (float(gains[0]), float(gains[1]), float(gains[2]), 0.0))
+    if np.any(offsets):
+        scaled += offsets
+    return scaled
 
 
 def _mean_correction(samples_after: np.ndarray, gains: np.ndarray, offsets: np.ndarray) -> float:
