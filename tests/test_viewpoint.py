@@ -960,6 +960,22 @@ def test_a_grey_object_brighter_than_grey_paint_is_no_object_to_arrive_or_go():
     assert _object_sized(yellow)
 
 
+def test_a_grey_find_smaller_than_any_grey_object_neither_arrives_nor_goes():
+    from spotdiff_cli.analysis.objects3d import _can_come_or_go
+
+    view = np.zeros((320, 480), bool)
+    piece = dataclasses.replace(_seen(colour="gray"), mask=view, area=386)
+    # A dark piece beside a neighbour, 386 px of a 480x320 view (seed 33's pair 56 "the small
+    # gray rubber sphere on the left is gone"); the smallest true grey arrival measured 608.
+    assert not _can_come_or_go(piece)
+    assert _can_come_or_go(dataclasses.replace(piece, area=608))
+    # The same size in another colour is a small object far off, not a piece of grey.
+    assert _can_come_or_go(dataclasses.replace(piece, colour="blue"))
+    # Relative to the view: the same share of a view twice as wide.
+    wide = np.zeros((320, 960), bool)
+    assert not _can_come_or_go(dataclasses.replace(piece, mask=wide, area=2 * 386))
+
+
 def test_an_object_between_the_places_of_the_cameras_maps_did_not_move():
     from spotdiff_cli.analysis.objects3d import _span_gap
 
