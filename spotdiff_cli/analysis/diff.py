@@ -103,7 +103,7 @@ def masked_medians(image: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
     n = int(np.count_nonzero(mask))
     if n == 0:
         return None
-    as_bytes = np.ascontiguousarray(mask).view(np.uint8)  # bool is one byte: 0 or 1
+    as_bytes = _mask_bytes(mask)
     return np.array(
         [
             _histogram_median(cv2.calcHist([image], [c], as_bytes, [256], [0, 256]).ravel(), n)
@@ -111,6 +111,12 @@ def masked_medians(image: np.ndarray, mask: np.ndarray) -> np.ndarray | None:
         ],
         np.float32,
     )
+
+
+def _mask_bytes(mask: np.ndarray) -> np.ndarray:
+    """(H, W) bool -> the (H, W) uint8 0/1 mask OpenCV's masked functions read: a view of the
+    same memory (a bool is one byte), copied only when the mask is not contiguous."""
+    return np.ascontiguousarray(mask).view(np.uint8)
 
 
 def apply_lighting(image: np.ndarray, gains: np.ndarray, offsets: np.ndarray) -> np.ndarray:
@@ -230,12 +236,13 @@ def is_relit(
     if np.count_nonzero(region) < 16:
         return False
     median_b, median_a = masked_medians(before, region), masked_medians(after, region)
-    if _colour_angle(median_b, median_a) > _RELIT_ANGLE:  # type: ignore[arg-type]
+    assert median_b is not None and median_a is not None  # the region has pixels
+    if _colour_angle(median_b, median_a) > _RELIT_ANGLE:
         return False
     # Each channel's spread and the two images' correlation, from OpenCV's masked sums in
     # double precision (the products of two 8-bit levels fit 16 bits exactly): the (N, 3)
     # copies, strided columns and np.corrcoef they replace cost 8 ms on a person-sized region.
-    mask = np.ascontiguousarray(region).view(np.uint8)
+    mask = _mask_bytes(region)
     mean_b, std_b = (v.ravel() for v in cv2.meanStdDev(before, mask=mask))
     mean_a, std_a = (v.ravel() for v in cv2.meanStdDev(after, mask=mask))
     mean_ba = np.array(cv2.mean(cv2.multiply(before, after, dtype=cv2.CV_16U), mask=mask)[:3])
