@@ -1140,3 +1140,61 @@ def test_a_pool_of_light_that_moved_is_no_object_that_appeared():
     assert report.analysis.camera is None
     assert report.analysis.mask.lighting_correction < 1.0
     assert kinds(report) == ["lighting"], [s.text for s in report.sentences]
+
+
+def test_a_grey_rubbers_place_partly_behind_an_object_in_front_is_judged_on_what_is_seen():
+    from spotdiff_cli.analysis.objects3d import _maps, _shows_floor
+
+    # Plain floor where a grey object stood; a red object in front of that place covers a
+    # third of it (its edge and paint are what a grey object's evidence counts).
+    image = np.full((240, 320, 3), 200, np.uint8)
+    place = np.zeros((240, 320), np.uint8)
+    cv2.circle(place, (160, 120), 24, 1, -1)
+    place = place > 0
+    front = np.zeros((240, 320), bool)
+    front[130:, :] = True  # the lower third of the place
+    image[front] = (200, 30, 30)
+    maps = _maps(image)
+    grey = _seen(colour="gray")
+    assert not _shows_floor(maps, place, grey)
+    # Told that the red object stands in front, the place is judged on the floor it leaves
+    # in sight.
+    assert _shows_floor(maps, place, grey, in_front=front)
+    # ... for a grey rubber: a grey metal mirrors its neighbours, so their paint may be it.
+    assert not _shows_floor(maps, place, _seen(colour="gray", p_metal=0.9), in_front=front)
+    # ... but not when it hides most of the place: the grey object may stand behind it.
+    hides_most = np.zeros_like(front)
+    hides_most[105:, :] = True
+    image[hides_most] = (200, 30, 30)
+    assert not _shows_floor(_maps(image), place, grey, in_front=hides_most)
+
+
+def test_a_large_repainted_object_off_its_predicted_foot_is_still_at_its_place():
+    from spotdiff_cli.analysis.objects3d import _same_place
+
+    # 19 px is the same place at 480 px; a large object whose outlines overlap almost whole
+    # stands at one place though its foot is 25 px off (a metal sphere repainted on seed 36).
+    assert _same_place(12.0, 19.2, 0, 3000)
+    assert _same_place(25.0, 19.2, 2500, 2700)
+    assert not _same_place(25.0, 19.2, 1000, 2700)  # mostly elsewhere: another object
+    assert not _same_place(45.0, 19.2, 2700, 2700)  # too far, whatever the outlines
+
+
+def test_a_lamps_highlight_on_a_metal_is_no_paint():
+    from spotdiff_cli.analysis.objects3d import _glint, _highlight
+
+    # A blue metal sphere's highlight split off it, as the wide tuning renders measured it
+    # (OpenCV's 8-bit Lab): nearly white, faintly cyan.
+    glint = np.array([242.0, 105.0, 120.0])
+    assert _highlight(glint) and _highlight(np.array([246.0, 113.0, 123.0]))
+    # CLEVR's light paints seen whole: a cyan rubber, a yellow rubber, a yellow metal.
+    assert not _highlight(np.array([228.0, 95.0, 118.0]))
+    assert not _highlight(np.array([241.0, 122.0, 213.0]))
+    assert not _highlight(np.array([243.0, 130.0, 180.0]))
+    # A grey metal mirroring a lamp is as light but colourless: grey paint, not a highlight.
+    assert not _highlight(np.array([254.0, 128.0, 128.0]))
+    # Against the sphere's dark blue in the other view it is no new paint, either way round;
+    # against a green as light as itself, it is (a cyan metal lit whole, repainted).
+    dark_blue = np.array([20.0, 139.0, 102.0])
+    assert _glint(glint, dark_blue) and _glint(dark_blue, glint)
+    assert not _glint(np.array([237.0, 101.0, 119.0]), np.array([228.0, 70.0, 186.0]))
