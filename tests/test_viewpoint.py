@@ -1146,13 +1146,13 @@ def test_a_grey_rubbers_place_partly_behind_an_object_in_front_is_judged_on_what
     from spotdiff_cli.analysis.objects3d import _maps, _shows_floor
 
     # Plain floor where a grey object stood; a red object in front of that place covers a
-    # third of it (its edge and paint are what a grey object's evidence counts).
+    # quarter of it (its edge and paint are what a grey object's evidence counts).
     image = np.full((240, 320, 3), 200, np.uint8)
     place = np.zeros((240, 320), np.uint8)
     cv2.circle(place, (160, 120), 24, 1, -1)
     place = place > 0
     front = np.zeros((240, 320), bool)
-    front[130:, :] = True  # the lower third of the place
+    front[130:, :] = True  # the lower quarter of the place
     image[front] = (200, 30, 30)
     maps = _maps(image)
     grey = _seen(colour="gray")
@@ -1164,7 +1164,7 @@ def test_a_grey_rubbers_place_partly_behind_an_object_in_front_is_judged_on_what
     assert not _shows_floor(maps, place, _seen(colour="gray", p_metal=0.9), in_front=front)
     # ... but not when it hides most of the place: the grey object may stand behind it.
     hides_most = np.zeros_like(front)
-    hides_most[105:, :] = True
+    hides_most[105:, :] = True  # 0.88 of it
     image[hides_most] = (200, 30, 30)
     assert not _shows_floor(_maps(image), place, grey, in_front=hides_most)
 
