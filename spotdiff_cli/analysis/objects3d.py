@@ -40,7 +40,7 @@ import functools
 import itertools
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -1329,13 +1329,6 @@ _FLATTEST = 0.5
 # objects, found by its sharp edges; pieces as bright as the floor read as grey spheres and
 # cubes), no true one among them. The bound sits between (their geometric middle is 0.39).
 _GREY_BRIGHTEST = 0.4
-# ... and, when grey and said to arrive or go, at least this share of the frame (500 px at
-# 480x320: _BEHIND_AREA, the least a grey object standing behind another covers). On the
-# eleven tuning renders (seeds 28, 30-39) the grey objects told arriving or going on camera-
-# or light-only pairs were 13, eleven of them no object of the scene (dark pieces beside an
-# object seen in one view), six of those 197-431 px; the 69 true grey arrivals and departures
-# told on the changed pairs measured 608 px and more.
-_GREY_SMALLEST_AREA = _BEHIND_AREA
 # ... and when less than this share of its outline lies inside the convex hull of an object of
 # another colour in its view: a CLEVR object stands beside or in front of another (it hides the
 # other's lower part and stands out below it), while a patch of a metal that mirrors a lamp or
@@ -1754,28 +1747,30 @@ def compare_objects(
 
     margin = _BEHIND * size[1]
 
-    def behind(objects: list[SceneObject], y: float, colour: str) -> np.ndarray:
-        """The pixels of ``objects`` of another colour than ``colour`` that stand behind a
-        contact point at row ``y`` (one of that colour may be the object, merged with it)."""
+    def others(
+        objects: list[SceneObject], colour: str, stands: Callable[[float], bool]
+    ) -> np.ndarray:
+        """The pixels of ``objects`` of another colour than ``colour`` (one of that colour may
+        be the object, merged with it) whose contact row ``stands`` accepts."""
         out = np.zeros((size[1], size[0]), bool)
         for o in objects:
-            if o.contact[1] < y - margin and o.colour != colour:
+            if o.colour != colour and stands(o.contact[1]):
                 out |= o.mask
         return out
 
+    def behind(objects: list[SceneObject], y: float, colour: str) -> np.ndarray:
+        """The pixels of other-coloured ``objects`` standing behind a contact point at row ``y``."""
+        return others(objects, colour, lambda row: row < y - margin)
+
     def in_front(objects: list[SceneObject], y: float, colour: str) -> np.ndarray | None:
-        """The pixels of ``objects`` of another colour than ``colour`` that stand in front of a
-        contact point at row ``y``: they may hide an object standing there. None under a
-        similarity, which puts the floor 10-20 px off (see _AGREE_SIMILAR): a sliver of floor
-        beside an object in front is then as likely the place's edge misplaced as the object
-        gone (a grey cylinder wholly behind a red one, seed 39's scene 61)."""
+        """The pixels of other-coloured ``objects`` standing in front of a contact point at row
+        ``y``: they may hide an object standing there. None under a similarity, which puts the
+        floor 10-20 px off (see _AGREE_SIMILAR): a sliver of floor beside an object in front is
+        then as likely the place's edge misplaced as the object gone (a grey cylinder wholly
+        behind a red one, seed 39's scene 61)."""
         if fit.model != "affine":
             return None
-        out = np.zeros((size[1], size[0]), bool)
-        for o in objects:
-            if o.contact[1] > y + margin and o.colour != colour:
-                out |= o.mask
-        return out
+        return others(objects, colour, lambda row: row > y + margin)
 
     def gone_from(
         i: int,
@@ -1910,6 +1905,7 @@ def compare_objects(
     for gap, i, j in near:
         if i not in left_b or j not in left_a or gap > 2 * place:
             continue
+        # The outlines' overlap is counted only where it decides (see _same_place).
         overlap = int((region_after(i) & after[j].mask).sum()) if gap > place else 0
         if not _same_place(gap, place, overlap, min(before[i].area, after[j].area)):
             continue
@@ -2113,6 +2109,15 @@ def _object_sized(obj: SceneObject) -> bool:
     if obj.colour == "gray" and obj.features.get("median_ratio", 0.0) > _GREY_BRIGHTEST:
         return False
     return _SMALLEST <= obj.scale <= _BIGGEST and _built(obj)
+
+
+# A grey left-over is told arriving or going only when it covers at least this share of the
+# frame (500 px at 480x320: _BEHIND_AREA, the least a grey object standing behind another
+# covers). On the eleven tuning renders (seeds 28, 30-39) the grey objects told arriving or
+# going on camera- or light-only pairs were 13, eleven of them no object of the scene (dark
+# pieces beside an object seen in one view), six of those 197-431 px; the 69 true grey arrivals
+# and departures told on the changed pairs measured 608 px and more.
+_GREY_SMALLEST_AREA = _BEHIND_AREA
 
 
 def _can_come_or_go(obj: SceneObject) -> bool:
