@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from pathlib import Path
 
 import cv2
 import numpy as np
@@ -1199,25 +1198,3 @@ def test_a_lamps_highlight_on_a_metal_is_no_paint():
     dark_blue = np.array([20.0, 139.0, 102.0])
     assert _glint(glint, dark_blue) and _glint(dark_blue, glint)
     assert not _glint(np.array([237.0, 101.0, 119.0]), np.array([228.0, 70.0, 186.0]))
-
-
-_RENDER_CROPS = Path(__file__).parent / "data" / "clevr"
-
-
-def test_a_small_object_against_a_large_one_of_its_colour_is_cut_from_it():
-    from spotdiff_cli.analysis.objects3d import segment_objects
-
-    # A crop of a wide tuning render (tests/data/clevr): a small yellow rubber cylinder touches
-    # a large yellow metal sphere in the view. Their one yellow part has a single middle at
-    # 0.55 of its distance transform's top (the cylinder is too narrow); at 0.4 it has two.
-    image = cv2.cvtColor(
-        cv2.imread(str(_RENDER_CROPS / "small-yellow-cylinder-beside-yellow-sphere.png")),
-        cv2.COLOR_BGR2RGB,
-    )
-    found = segment_objects(image)
-    assert found is not None
-    yellow = sorted((o.bbox for o in found if o.colour == "yellow"), key=lambda b: b[0])
-    assert len(yellow) == 2, yellow
-    cylinder, sphere = yellow
-    assert abs(cylinder[0] - 47) <= 3 and abs(cylinder[2] - 40) <= 4
-    assert abs(sphere[0] - 86) <= 3 and abs(sphere[2] - 91) <= 4

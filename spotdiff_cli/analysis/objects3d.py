@@ -85,13 +85,6 @@ _GREY_OBJECT = 0.5
 # A part less convex than this (area over hull area; one object's outline is 0.93-0.99) may be
 # two objects of one colour that touch.
 _SOLID = 0.9
-# Such a part's middles are where its distance transform stays above these shares of its
-# highest value: the lower level is asked when the higher finds one middle. A small object
-# against a large one of its colour (a small yellow rubber cylinder beside a large yellow metal
-# sphere, seed 38's scene 32) has its inscribed radius under 0.55 of the large one's, and one
-# middle at 0.55. At (0.55, 0.4) the four wide tuning renders (seeds 30, 36-38) gained a
-# distractor, two changes and five right types; no pair lost one (docs/analysis.md).
-_MIDDLE_LEVELS = (0.55, 0.4)
 # Two objects at one place are one object repainted only when neither is more than this many
 # times brighter against the floor than the other. A new paint darkens or lightens an object by
 # as much as CLEVR's paints differ (yellow rubber against a dark metal: on the two tuning
@@ -696,19 +689,15 @@ def _stands_behind(part: np.ndarray, touching: float) -> bool:
 def _split_touching(image: np.ndarray, mask: np.ndarray, min_pixels: int) -> list[np.ndarray]:
     """Two objects of one colour that touch or overlap in the view make one part whose outline
     is not convex: split it by a watershed of the image from the distance transform's separate
-    peaks (the objects' middles, _MIDDLE_LEVELS), when that leaves pieces each clearly more
-    convex."""
+    peaks (the objects' middles), when that leaves pieces each clearly more convex."""
     if _solidity(mask) > _SOLID:
         return [mask]
     ys, xs = np.nonzero(mask)
     y0, y1, x0, x1 = ys.min(), ys.max() + 1, xs.min(), xs.max() + 1
     crop = np.ascontiguousarray(mask[y0:y1, x0:x1]).astype(np.uint8)
     dist = cv2.distanceTransform(np.pad(crop, 1), cv2.DIST_L2, 5)[1:-1, 1:-1]
-    for level in _MIDDLE_LEVELS:
-        n, peaks = cv2.connectedComponents((dist > level * dist.max()).astype(np.uint8))
-        if n >= 3:  # two middles or more (background is label 0)
-            break
-    else:
+    n, peaks = cv2.connectedComponents((dist > 0.55 * dist.max()).astype(np.uint8))
+    if n < 3:  # one peak (background is label 0)
         return [mask]
     markers = peaks.astype(np.int32)
     markers[crop == 0] = n  # the floor around: its own basin
