@@ -1428,13 +1428,11 @@ def lab_chroma(lab: np.ndarray) -> float:
 # metal 243 with 52).
 _HIGHLIGHT_LIGHT = 235.0
 _HIGHLIGHT_CHROMA = 30.0
-
-
-# ... when the other view shows that place darker than this lightness: a highlight moves with
-# the view and leaves the paint darker. Where both views show it light, a lamp lights the whole
-# object, and the colours differ by paint: two true repaints of metal spheres on the tuning
-# renders read 237 (cyan, a highlight's look) against 228 (green) and 244 against 210 (purple);
-# the six highlights' other views 14-159.
+# A highlight is no new paint when the other view shows that place darker than this lightness:
+# a highlight moves with the view and leaves the paint darker. Where both views show it light, a
+# lamp lights the whole object, and the colours differ by paint: two true repaints of metal
+# spheres on the tuning renders read 237 (cyan, a highlight's look) against 228 (green) and 244
+# against 210 (purple); the six highlights' other views 14-159.
 _LIT_PAINT = 200.0
 
 
