@@ -81,6 +81,31 @@ FFMPEG_SEEK_THRESHOLD = 100
 # scans 4-7 % of their time and a tenth more CPU than one thread (benchmarks/video.py, idle;
 # docs/video.md); its scale and colour conversion run on a thread of their own either way.
 DECODE_THREADS = max(1, (os.cpu_count() or 2) - 1)
+# ffmpeg's filter graph (the scaler, the focus cut, showinfo) on one thread where the machine has
+# two cores or fewer: its slice threads (ffmpeg's own choice: as many as the cores, plus a
+# thread per scaler) cost more CPU in hand-offs than the work they share when spotdiff's own
+# threads already hold the other core. The motorway's --roi scan (benchmarks/video.py, 2-core
+# machine, interleaved): 3,600 fewer context switches and 0.05 s less CPU a run. Larger
+# machines keep ffmpeg's choice.
+FILTER_THREADS = 1 if (os.cpu_count() or 2) <= 2 else None
+# The pipes ffmpeg writes into (frames, their showinfo lines, a focused run's whole frames)
+# are widened to this where the system allows (Linux: F_SETPIPE_SZ, up to
+# /proc/sys/fs/pipe-max-size, 1 MiB by default). A 64 KiB pipe holds less than one frame, so
+# ffmpeg stopped at every frame until spotdiff's reader took it, and at every burst of
+# analysis (docs/video.md, "eighteenth stop").
+PIPE_BYTES = 1 << 20
+_F_SETPIPE_SZ = 1031  # fcntl.F_SETPIPE_SZ (Python 3.10+ names it; Linux only)
+
+
+def widen_pipe(fd: int) -> None:
+    """Ask for a PIPE_BYTES buffer on pipe ``fd``; a system that refuses keeps its own size."""
+    try:
+        import fcntl
+
+        fcntl.fcntl(fd, _F_SETPIPE_SZ, PIPE_BYTES)
+    except (ImportError, OSError, ValueError):  # not Linux, a smaller pipe-max-size, not a pipe
+        pass
+
 
 _VIDEO_HINT = "check that it is a video FFmpeg can read (mp4, mkv, avi, mov, gif, ...)"
 
@@ -616,6 +641,7 @@ class _FFmpegReader:
             frames = pipe.frames(w, h)
         else:
             read_end, write_end = os.pipe()
+            widen_pipe(write_end)
             try:
                 args = rgb_pipe_args(
                     self.exe, stream, select=select, scale=scale, focus=(cut, refresh, write_end)
@@ -859,7 +885,8 @@ def rgb_pipe_args(
         import ffmpeg
 
         output = ffmpeg.merge_outputs(output, whole.output(f"pipe:{focus[2]}", **out_kwargs))
-    return output.global_args("-hide_banner", "-nostdin", "-nostats").compile(cmd=exe)
+    threads = () if FILTER_THREADS is None else ("-filter_complex_threads", str(FILTER_THREADS))
+    return output.global_args("-hide_banner", "-nostdin", "-nostats", *threads).compile(cmd=exe)
 
 
 _DEMUX_ERROR = re.compile(r"Error during demuxing: (.*)")
@@ -897,6 +924,9 @@ class FFmpegPipe:
             start_new_session=new_session,
             pass_fds=pass_fds,
         )
+        for stream in (self.proc.stdout, self.proc.stderr):
+            if stream is not None:
+                widen_pipe(stream.fileno())
         self.header = threading.Event()
         self.header_text = ""
         self.out_size: tuple[int, int] | None = None
@@ -1086,7 +1116,17 @@ def _placed_in_whole(
 
 @functools.lru_cache(maxsize=4)
 def _showinfo_help(exe: str) -> str | None:
-    """``ffmpeg -h filter=showinfo``'s text; None when the binary does not run."""
+    """``ffmpeg -h filter=showinfo``'s text; None when the binary does not run.
+
+    The answer of a binary that ran is kept in the user's cache, keyed by the binary's path,
+    size and time (:func:`_help_copy`): asking costs a launch of ffmpeg (~10 ms, before any
+    frame is decoded) that every later run of the same binary would repeat for the same text."""
+    copy = _help_copy(exe)
+    if copy is not None:
+        try:
+            return copy.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError):  # not there yet, or unreadable: asked again
+            pass
     try:
         done = subprocess.run(
             [exe, "-hide_banner", "-h", "filter=showinfo"],
@@ -1097,7 +1137,32 @@ def _showinfo_help(exe: str) -> str | None:
         )
     except (OSError, subprocess.SubprocessError):
         return None
-    return done.stdout if done.returncode == 0 else None
+    if done.returncode != 0:
+        return None
+    if copy is not None:
+        from ..atomic import atomic_write_bytes
+
+        with contextlib.suppress(Exception):  # a cache that cannot be written: asked next time
+            atomic_write_bytes(copy, done.stdout.encode("utf-8"))
+    return done.stdout
+
+
+def _help_copy(exe: str) -> Path | None:
+    """Where :func:`_showinfo_help` keeps the answer of binary ``exe``; None when the binary
+    cannot be read or ``SPOTDIFF_FFMPEG_CACHE=0``."""
+    if os.environ.get("SPOTDIFF_FFMPEG_CACHE", "").strip() == "0":
+        return None
+    try:
+        real = os.path.realpath(exe)
+        stat = os.stat(real)
+    except OSError:
+        return None
+    import hashlib
+
+    from ..weights import user_cache_dir
+
+    key = hashlib.sha256(f"{real}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:20]
+    return user_cache_dir() / "ffmpeg" / f"showinfo-help-{key}.txt"
 
 
 def _showinfo_options(exe: str) -> dict[str, int]:
