@@ -105,6 +105,17 @@ class SourceResult:
     checkpoint: Checkpoint | None = None
 
 
+# How far each stage may run ahead of the next (samples). Changes come in bursts (a car crossing
+# a watched box: a dozen changed samples in a row, each analysed, passed through the detector and
+# captioned, ~13 ms against ~1 ms to decode a frame); with a few samples of slack the decoding
+# stopped within a frame of each burst, ffmpeg with it, and the run took the burst's time on top
+# of the decoding's. Thirty samples (a second of 30 fps footage, ~20 MB of 640x360 frames) let
+# ffmpeg decode through a burst while the later stages work it off: the motorway's --roi scan
+# 1.32x -> 1.24x DVR-Scan's time, interleaved (3 and 2 before; 12 and 6 gave 1.28x).
+DECODE_AHEAD = 30
+STAGE_AHEAD = 20
+
+
 def _prefetch(
     items: Iterator[T],
     depth: int = 3,
@@ -756,16 +767,18 @@ class _SourceRun:
         the next file must stop waiting when the run stops, or closing the readers would wait
         for an upload forever."""
         wake = getattr(self.source, "interrupt", None)
-        seen = _prefetch(self.looker.first_looks(self.frames), name="decode")
+        seen = _prefetch(self.looker.first_looks(self.frames), depth=DECODE_AHEAD, name="decode")
         looked = self.looker.look(seen)
         # Only the grounded captioner names changes with the detector (a learned model
         # writes its own words).
         if self.objects is not None and self.settings.caption.model == "grounded":
-            looked = self._look_ahead(_prefetch(looked, depth=2, name="analysis"))
+            looked = self._look_ahead(_prefetch(looked, depth=STAGE_AHEAD, name="analysis"))
             last = "naming"
         else:
             last = "analysis"
-        with contextlib.closing(_prefetch(looked, depth=2, wake=wake, name=last)) as stream:
+        with contextlib.closing(
+            _prefetch(looked, depth=STAGE_AHEAD, wake=wake, name=last)
+        ) as stream:
             for sample in stream:
                 detections = self._said(sample)
                 before_time = self.result.processed_until
