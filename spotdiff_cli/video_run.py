@@ -433,8 +433,11 @@ class VideoRun:
 
     def run(self) -> VideoOutcome:
         """Describe the sources, write the report as the run goes, return what it found."""
-        from .report.timeline import render_event_picture
         from .timeline import describe_sources
+
+        render_event_picture = None
+        if self.out is not None:  # the writers' imports (~10 ms) only for a run that writes
+            from .report.timeline import render_event_picture
 
         stream = hooks = None
         if self.jsonl is not None:
@@ -476,7 +479,7 @@ class VideoRun:
                     # then wait minutes for the next upload.
                     update_every=0.0 if self.live is not None else 2.0,
                     # --engine dask: the pictures are drawn on the workers, written here.
-                    render_picture=render_event_picture if self.out else None,
+                    render_picture=render_event_picture,
                 )
                 # --jobs N: workers cannot call on_update
                 self.results.update({r.source: r for r in finished})

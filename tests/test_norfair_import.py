@@ -65,3 +65,28 @@ def test_only_the_tracker_is_imported_and_the_whole_package_still_imports_after(
         """
     )
     assert out == "[] True True True"
+
+
+def test_rich_is_left_out_until_norfair_draws_and_kept_when_already_there():
+    out = _run(
+        """
+        import io, sys
+        from spotdiff_cli.timeline.norfair_import import import_norfair
+        import_norfair()
+        before = sorted(m for m in sys.modules if m == "rich" or m.startswith("rich."))
+        import norfair.utils as utils
+        utils.print_objects_as_table([])  # the one use: the real Rich, imported now
+        print(before, "rich.table" in sys.modules, type(sys.modules["rich"]).__name__)
+        """
+    )
+    assert out.splitlines()[-1] == "[] True module"
+    out = _run(
+        """
+        import rich.table
+        from spotdiff_cli.timeline.norfair_import import import_norfair
+        import_norfair()
+        import norfair.utils as utils
+        print(utils.Table is rich.table.Table)
+        """
+    )
+    assert out == "True"

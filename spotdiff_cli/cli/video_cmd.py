@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 from pathlib import Path
 from typing import List, Optional
@@ -128,7 +129,13 @@ def video(
     """Describe what changed over time, as a timeline of events."""
     from .. import video_run
     from ..errors import UsageError
-    from . import render
+
+    def render():  # noqa: ANN202 - the module
+        # Rich (cli/render.py: ~17 ms of imports) is loaded when something is drawn: a --json
+        # run that warns of nothing prints only its timeline, and its start is on the clock.
+        from . import render as module
+
+        return module
 
     live = video_run.live_source(
         list(sources or []), watch, watch_idle, watch_poll, reconnect, stream_timeout
@@ -143,7 +150,9 @@ def video(
 
         hook = EventHook.parse(on_event, on_event_timeout)  # a typo fails now, not per event
     set_interrupt_hint(resume_hint(out) if out else None)
-    with render.timeline_progress(enabled=not as_json and jsonl != "-") as progress:
+    drawn = not as_json and jsonl != "-"
+    progress_bar = render().timeline_progress() if drawn else contextlib.nullcontext(None)
+    with progress_bar as progress:
         outcome = video_run.run_video(
             list(sources or []),
             out=out,
@@ -154,15 +163,15 @@ def video(
             live=live,
             jsonl=jsonl,
             hook=hook,
-            on_progress=progress.update,
-            on_skipped=render.print_skipped_source,
-            on_warning=render.print_warning_line,
-            on_clips=render.print_clips,
+            on_progress=progress.update if progress is not None else None,
+            on_skipped=lambda *told: render().print_skipped_source(*told),
+            on_warning=lambda *told: render().print_warning_line(*told),
+            on_clips=lambda *told: render().print_clips(*told),
         )
     if as_json:
         typer.echo(json.dumps(outcome.timeline, indent=2, ensure_ascii=False))
     else:
         # --jsonl -: stdout is the event stream; the summary goes to stderr.
-        render.print_timeline(outcome.timeline, str(out) if out else None, stderr=jsonl == "-")
+        render().print_timeline(outcome.timeline, str(out) if out else None, stderr=jsonl == "-")
     if outcome.failed:
         raise typer.Exit(1)

@@ -38,14 +38,10 @@ from ..atomic import atomic_write_bytes
 from ..errors import OutputError
 from ..frames.timecode import format_timecode
 from ..types import Event, EventSentence, Report
-from .draw import annotated_image, draw_track
-from .editors import write_editor_timelines
 from .encoding import json_bytes, text_bytes
-from .html import timeline_page
 from .names import source_path, source_stem, subtitle_names
 from .spans import frame_span, time_span
 from .subtitles import SUBTITLE_WRITERS
-from .summary import markdown_summary
 
 SCHEMA = "spotdiff.timeline/2"
 READABLE_SCHEMAS = ("spotdiff.timeline/1", SCHEMA)
@@ -308,6 +304,8 @@ def render_event_picture(
     """The annotated frame pair and a thumbnail (the after half, boxes drawn), as JPEG bytes.
     track / frame_size: a tracked object's path (original pixels of a frame this size), drawn
     on the after half: where it was first and last seen, and the way between."""
+    from .draw import annotated_image, draw_track
+
     picture = annotated_image(report)
     width = report.analysis.pair.before.pixels.shape[1]
     after_half = picture[:, picture.shape[1] - width :]
@@ -402,6 +400,8 @@ def _md_cell(text: str) -> str:
 
 
 def write_md(data: dict[str, Any], out: Path) -> bytes:
+    from .summary import markdown_summary
+
     lines = ["# Timeline of changes", ""]
     if not data["complete"]:
         lines += [
@@ -449,6 +449,8 @@ def write_md(data: dict[str, Any], out: Path) -> bytes:
 def write_html(data: dict[str, Any], out: Path) -> bytes:
     """The timeline page (report/html.py): a time axis of the events, filters by kind and noun,
     each event's before / after pair, and jumps into the source video."""
+    from .html import timeline_page
+
     return timeline_page(data, out)
 
 
@@ -471,6 +473,8 @@ def write_timeline(
 ) -> list[Path]:
     """(Re)write every timeline file atomically; subtitles one file per source (see
     :func:`subtitle_names`; sources that were skipped, having nothing to show, get none)."""
+    from .editors import write_editor_timelines
+
     out = Path(out_dir)
     written = []
     for fmt in formats:

@@ -1,14 +1,15 @@
-"""Importing norfair without the 0.85 s of SciPy it never uses here.
+"""Importing norfair without the 0.85 s of SciPy (and the Rich) it never uses here.
 
 norfair's package import pulls in ``scipy.stats`` (~0.45 s on this machine) for one name,
 ``multivariate_normal``, used only by the Kalman filter's log-likelihood, which its ``Tracker``
 never computes; and ``scipy.spatial`` (~0.3 s with its own imports) for ``cdist``, used only by
 the vectorised distances, which spotdiff's scalar box distance does not use. DVR-Scan's whole
 run over the one-by-one person clip takes ~1.1 s, so a video run that paid this at every start
-spent most of a motion detector's budget on imports.
+spent most of a motion detector's budget on imports. Its ``utils`` module likewise imports Rich
+for a table it never draws here (``_DEFERRED``).
 
 :func:`import_norfair` imports the one module of norfair a tracker needs, ``norfair.tracker``
-(with what it imports), with stand-ins for those two modules in ``sys.modules`` for the length
+(with what it imports), with stand-ins for those modules in ``sys.modules`` for the length
 of the import only: not the package's ``__init__`` (drawing, video, metrics and a version read
 through ``importlib.metadata``), nor SciPy's own package (32-46 ms of a video run's CPU on a
 2-core machine, against 5-7 ms now). The names norfair binds are lazy: the first call of
@@ -33,6 +34,12 @@ _DEFERRED: dict[str, tuple[str, ...]] = {
     "scipy.stats": ("multivariate_normal",),
     "scipy.spatial": (),  # the parent package of the next: its __init__ is the slow part
     "scipy.spatial.distance": ("cdist",),
+    # norfair.utils draws a table of tracked objects with Rich (``print_objects_as_table``,
+    # never called here): 15-25 ms of imports in a run that draws nothing (``--json``, the
+    # Python API); a run that draws has imported Rich already and norfair binds the real names.
+    "rich": (),
+    "rich.console": ("Console",),
+    "rich.table": ("Table",),
 }
 _lock = threading.Lock()
 
@@ -55,9 +62,15 @@ def import_norfair() -> types.ModuleType:
         try:
             # The parents first (``_DEFERRED``'s order): importing ``scipy.spatial.distance``
             # must find ``scipy.spatial`` as its stand-in, or the real one (0.2 s) comes along.
-            for name, deferred in _DEFERRED.items():
-                if name not in sys.modules:
-                    stand_ins[name] = sys.modules[name] = _StandIn(name, deferred)
+            # All made before any is put in place: making one looks up its package's folders,
+            # which a stand-in for that package (``rich`` for ``rich.console``) would hide.
+            made = {
+                name: _StandIn(name, deferred)
+                for name, deferred in _DEFERRED.items()
+                if name not in sys.modules
+            }
+            for name, stand_in in made.items():
+                stand_ins[name] = sys.modules[name] = stand_in
             if "norfair" not in sys.modules:
                 stand_ins["norfair"] = sys.modules["norfair"] = _bare_package("norfair")
             tracker = importlib.import_module("norfair.tracker")
