@@ -95,3 +95,42 @@ def test_the_filter_graph_runs_on_the_threads_chosen(monkeypatch) -> None:
     assert args[args.index("-filter_complex_threads") + 1] == "1"
     monkeypatch.setattr(video_frames, "FILTER_THREADS", None)
     assert "-filter_complex_threads" not in video_frames.rgb_pipe_args("ffmpeg", stream)
+
+
+def _tiny_clip(path: Path) -> Path:
+    import cv2
+    import numpy as np
+
+    writer = cv2.VideoWriter(str(path), cv2.VideoWriter_fourcc(*"MJPG"), 10, (64, 48))
+    for i in range(5):
+        writer.write(np.full((48, 64, 3), 40 * i, np.uint8))
+    writer.release()
+    return path
+
+
+def test_a_source_asked_about_ahead_takes_that_answer(tmp_path: Path, monkeypatch) -> None:
+    exe = video_frames.find_ffmpeg()
+    if exe is None:
+        pytest.skip("no ffmpeg binary")
+    clip = _tiny_clip(tmp_path / "clip.avi")
+    video_frames.probe_ahead([str(tmp_path / "missing.mp4"), str(tmp_path), str(clip)])
+    key = (exe, os.path.realpath(clip))
+    assert list(video_frames._AHEAD) == [key]  # the file alone: not the folder, not the missing
+    asked = []
+    real_run = video_frames.subprocess.run
+    monkeypatch.setattr(
+        video_frames.subprocess,
+        "run",
+        lambda args, **kw: asked.append(args) or real_run(args, **kw),
+    )
+    source = video_frames.VideoSource(clip, backend="ffmpeg")
+    try:
+        assert (source.info.width, source.info.height) == (64, 48)
+        assert not any("-i" in args for args in asked)  # the answer given ahead was taken
+        assert key not in video_frames._AHEAD
+    finally:
+        source.close()
+    # Opened again, it asks for itself.
+    again = video_frames.VideoSource(clip, backend="ffmpeg")
+    again.close()
+    assert any("-i" in args for args in asked)

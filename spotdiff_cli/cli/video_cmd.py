@@ -127,6 +127,10 @@ def video(
     look_every: Optional[str] = setting("look_every"),
 ) -> None:
     """Describe what changed over time, as a timeline of events."""
+    if sources and backend != "opencv":
+        from ..frames.video import probe_ahead
+
+        probe_ahead(list(sources))  # answered while the pipeline's modules load
     from .. import video_run
     from ..errors import UsageError
 

@@ -537,6 +537,59 @@ def parse_input_summary(text: str) -> InputSummary | None:
     )
 
 
+def _probe_args(exe: str, path: str | os.PathLike) -> list[str]:
+    """`ffmpeg -i file` with no output prints the container and stream summary and exits 1."""
+    return [exe, "-hide_banner", "-nostdin", "-i", str(path)]
+
+
+# ``ffmpeg -i`` already running for files a command line named (``probe_ahead``), by (binary,
+# resolved path): the first open of each takes its answer.
+_AHEAD: dict[tuple[str, str], subprocess.Popen] = {}
+_AHEAD_LOCK = threading.Lock()
+
+
+def probe_ahead(sources: list[str], limit: int = 2) -> None:
+    """Start asking ffmpeg about the first ``limit`` of ``sources`` that are files, for
+    :class:`VideoSource` to take the answers when it opens them. The command line knows its
+    sources before the pipeline's modules are imported (~80 ms on one core while the other
+    waits); asked then, the probe (~17 ms before the first frame) runs beside the imports
+    instead of after them. Anything else (a folder, a stream, no ffmpeg) is left to be opened
+    as usual, and an answer nobody takes is only a finished process."""
+    exe = find_ffmpeg()
+    if exe is None:
+        return
+    for source in [s for s in sources if os.path.isfile(s)][:limit]:
+        key = (exe, os.path.realpath(source))
+        with _AHEAD_LOCK:
+            if key in _AHEAD:
+                continue
+            try:
+                _AHEAD[key] = subprocess.Popen(
+                    _probe_args(exe, source),
+                    stdin=subprocess.DEVNULL,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.PIPE,
+                    text=True,
+                    errors="replace",
+                )
+            except OSError:  # asked again, and told properly, when the source opens
+                return
+
+
+def _asked_ahead(exe: str, path: Path) -> str | None:
+    """What ``probe_ahead`` heard for ``path`` (its stderr), or None when it did not ask."""
+    with _AHEAD_LOCK:
+        proc = _AHEAD.pop((exe, os.path.realpath(path)), None)
+    if proc is None:
+        return None
+    try:
+        return proc.communicate(timeout=60)[1]
+    except subprocess.TimeoutExpired:  # asked again the usual way, with its own limit
+        proc.kill()
+        proc.communicate()
+        return None
+
+
 class _FFmpegReader:
     """ffmpeg subprocesses driven by ffmpeg-python; stateless between samples (each sampling run
     starts its own process, seeking with ``-ss`` so skipped footage is never decoded)."""
@@ -561,15 +614,16 @@ class _FFmpegReader:
         self.keyframe_fallbacks = 0  # plans the decoded frames disagreed with
 
     def _probe(self) -> tuple[SourceInfo, float]:
-        # `ffmpeg -i file` with no output prints the container and stream summary and exits 1.
-        proc = subprocess.run(
-            [self.exe, "-hide_banner", "-nostdin", "-i", str(self.path)],
-            capture_output=True,
-            text=True,
-            errors="replace",
-            timeout=60,
-        )
-        text = proc.stderr
+        text = _asked_ahead(self.exe, self.path)
+        if text is None:
+            proc = subprocess.run(
+                _probe_args(self.exe, self.path),
+                capture_output=True,
+                text=True,
+                errors="replace",
+                timeout=60,
+            )
+            text = proc.stderr
         summary = parse_input_summary(text)
         if summary is None:
             last = _last_error_line(text)
