@@ -130,8 +130,21 @@ def test_a_watched_run_reports_the_same_with_the_focus_cut_out(tmp_path: Path, m
     cuts = []
     real_cut = video_frames.focus_cut
     monkeypatch.setattr(video_frames, "focus_cut", lambda *a: cuts.append(real_cut(*a)) or cuts[-1])
+    threads_seen = []
+    real_cut_frames = video_frames._placed_in_whole
+
+    def placed(*args):  # OpenCV's threads while the focused frames are read
+        for item in real_cut_frames(*args):
+            threads_seen.append(cv2.getNumThreads())
+            yield item
+
+    monkeypatch.setattr(video_frames, "_placed_in_whole", placed)
+    threads_before = cv2.getNumThreads()
     video_run.run_video([str(clip)], out=tmp_path / "focused", flags=flags)
     assert cuts and cuts[0] is not None  # the run did cut its focus out
+    # One OpenCV thread for the crops of a watched run, the caller's count given back after.
+    assert threads_seen and set(threads_seen) == {1}
+    assert cv2.getNumThreads() == threads_before
     monkeypatch.setattr(video_frames, "FOCUS_MAX_SHARE", 0.0)  # whole frames
     video_run.run_video([str(clip)], out=tmp_path / "whole", flags=flags)
 
