@@ -410,6 +410,31 @@ def test_a_frame_asked_about_twice_costs_one_pass():
     assert len(det.blobs) == 4
 
 
+def test_answers_made_ahead_are_kept_as_long_as_asked():
+    # The video pipeline makes a changed sample's pass as many samples ahead as its queues
+    # hold; the tracker and the captions ask later. Sixteen answers are kept by default; a
+    # caller that asks for more keeps them (never fewer).
+    outs = _outputs({16: [(10 * 26 + 7, 0, {0: 3, 1: 2, 2: 4, 3: 1})]}, size=(256, 416))
+    det = _FakeNet(outs)
+    frames = []
+    for i in range(40):
+        frame = np.full((468, 832, 3), i, np.uint8)
+        frame.flags.writeable = False
+        frames.append(frame)
+    for frame in frames[:20]:
+        det.detect(frame)
+    det.detect(frames[0])  # forgotten after sixteen others: a second pass
+    assert len(det.blobs) == 21
+    det.keep_answers(40)
+    det.keep_answers(8)  # never fewer than asked before
+    for frame in frames:
+        det.detect(frame)
+    before = len(det.blobs)
+    for frame in frames:
+        det.detect(frame)
+    assert len(det.blobs) == before
+
+
 @pytest.mark.parametrize("shape", [(256, 416, 3), (224, 224, 3)])
 def test_the_network_input_is_the_normalised_canvas_to_the_bit(shape) -> None:
     """network_input makes the planar blob without a second copy: the same float32 values as

@@ -354,6 +354,7 @@ class ObjectDetector:
         self._net_lock = threading.Lock()  # cv2.dnn.Net is not thread-safe
         # Last answers, oldest first: key -> (the crop asked about, its detections).
         self._recent: dict[tuple, tuple[np.ndarray, tuple[Detection, ...]]] = {}
+        self.answers_kept = 16  # how many (``keep_answers``)
         # Passes under way: key -> the pass a second asker of the same frame waits for.
         self._making: dict[tuple, _Pass] = {}
         # Answers given for a frame without a pass of its own, until unpinned (``pin``):
@@ -394,6 +395,15 @@ class ObjectDetector:
             for d in found
             for x, y, w, h in [d.box]
         ]
+
+    def keep_answers(self, count: int) -> None:
+        """Keep at least the last ``count`` answers (16 by default). The video pipeline's first
+        looks make a changed sample's pass as many samples ahead of the tracker and the
+        captions as its queues hold; an answer forgotten before they ask is a pass made twice
+        (the room clip at 1 s: 98-104 passes instead of 65 with 70 samples in flight). Each
+        kept answer keeps its frame alive."""
+        with self._lock:
+            self.answers_kept = max(self.answers_kept, count)
 
     def pin(
         self,
@@ -501,7 +511,7 @@ class ObjectDetector:
             making.found = tuple(self._detect(crop, order, size, min_score))
             with self._lock:
                 self._recent[key] = (crop, making.found)
-                while len(self._recent) > 16:
+                while len(self._recent) > self.answers_kept:
                     self._recent.pop(next(iter(self._recent)))
             return making.found
         finally:

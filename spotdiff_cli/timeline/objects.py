@@ -91,10 +91,12 @@ HELD_PAD = 0.1
 # 0.17-0.33 of the box a pass found them in one second before. Picked on the room clip; the
 # car park, the motorway and the held-out GIF gave the same events with it as without.
 STILL_SHARE = 0.15
-# Frames an earlier pass's answer stands for, kept pinned: more than the samples the pipeline's
-# queues hold between the first looks and the tracker (3 + 2 + 2 and one in each hand), so
-# no question about one comes after it was unpinned.
-_STANDING_KEPT = 32
+# Frames an earlier pass's answer stands for are kept pinned while the samples in flight between
+# the first looks and the tracker (the pipeline's queues, ``in_flight``) may still ask about
+# them, and a few more (one in each stage's hands): a question that came after its frame was
+# unpinned made a pass of its own. When the queues grew from 3 + 2 + 2 to 30 + 20 + 20 with
+# this left at 32, the room clip at 1 s made 98-104 passes instead of 65 in most runs.
+_STANDING_SPARE = 8
 
 
 def held_by(
@@ -155,9 +157,13 @@ class ObjectWatcher:
         detector: object | None = None,
         first_time: float = 0.0,
         every: float = 0.0,
+        in_flight: int = 24,
     ) -> None:
         """first_time: when the source's first sample is (``--start``): an object seen then
-        was there from the start. every: the sample spacing (s; 0 when counted in frames)."""
+        was there from the start. every: the sample spacing (s; 0 when counted in frames).
+        in_flight: how many samples the pipeline's queues hold between :meth:`pass_due` and
+        the tracker (answers :meth:`pass_due` pinned stay pinned that long)."""
+        self.standing_kept = in_flight + _STANDING_SPARE
         self.width, self.height, self.scale = width, height, scale
         self.look_every = look_every
         self._region = region
@@ -285,7 +291,11 @@ class ObjectWatcher:
     def _the_detector(self):  # -> analysis.detect.ObjectDetector (or a test's stand-in)
         from ..analysis.detect import default_detector
 
-        return self._detector or default_detector()
+        detector = self._detector or default_detector()
+        keep = getattr(detector, "keep_answers", None)
+        if keep is not None:  # answers made ahead are still there when later stages ask
+            keep(self.standing_kept)
+        return detector
 
     def pass_due(
         self,
@@ -334,7 +344,7 @@ class ObjectWatcher:
                 detector = self._the_detector()
                 detector.pin(pixels, answer, region, MIN_TOP_VIEW_SCORE)
                 self._standing.append((pixels, region))
-                while len(self._standing) > _STANDING_KEPT:
+                while len(self._standing) > self.standing_kept:
                     detector.unpin(*self._standing.popleft(), MIN_TOP_VIEW_SCORE)
                 self.passes_spared += 1
                 return False

@@ -758,6 +758,7 @@ class _SourceRun:
                     else 0.0
                 ),
                 every=parse_every(video.every).seconds or 0.0,
+                in_flight=DECODE_AHEAD + 2 * STAGE_AHEAD,
             )
             # --no-recognise: no looking for people and vehicles, by pixels or by detector.
             if video.objects and self.settings.caption.recognise
