@@ -113,6 +113,7 @@ def test_a_source_asked_about_ahead_takes_that_answer(tmp_path: Path, monkeypatc
     if exe is None:
         pytest.skip("no ffmpeg binary")
     clip = _tiny_clip(tmp_path / "clip.avi")
+    monkeypatch.setattr(video_frames, "_AHEAD", {})  # other tests' commands asked about theirs
     video_frames.probe_ahead([str(tmp_path / "missing.mp4"), str(tmp_path), str(clip)])
     key = (exe, os.path.realpath(clip))
     assert list(video_frames._AHEAD) == [key]  # the file alone: not the folder, not the missing
@@ -134,3 +135,18 @@ def test_a_source_asked_about_ahead_takes_that_answer(tmp_path: Path, monkeypatc
     again = video_frames.VideoSource(clip, backend="ffmpeg")
     again.close()
     assert any("-i" in args for args in asked)
+
+
+def test_answers_nobody_takes_are_reaped(tmp_path: Path, monkeypatch) -> None:
+    if video_frames.find_ffmpeg() is None:
+        pytest.skip("no ffmpeg binary")
+    monkeypatch.setattr(video_frames, "_AHEAD", {})
+    clips = [_tiny_clip(tmp_path / f"clip{i}.avi") for i in range(video_frames._AHEAD_KEPT + 3)]
+    first = []
+    for clip in clips:
+        video_frames.probe_ahead([str(clip)])
+        first = first or list(video_frames._AHEAD.values())
+    assert len(video_frames._AHEAD) == video_frames._AHEAD_KEPT
+    assert first[0].returncode is not None  # the oldest was ended and waited for
+    for proc in video_frames._AHEAD.values():
+        video_frames._forget(proc)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 from pathlib import Path
+from types import ModuleType
 from typing import List, Optional
 
 import typer
@@ -134,7 +135,7 @@ def video(
     from .. import video_run
     from ..errors import UsageError
 
-    def render():  # noqa: ANN202 - the module
+    def render() -> ModuleType:
         # Rich (cli/render.py: ~17 ms of imports) is loaded when something is drawn: a --json
         # run that warns of nothing prints only its timeline, and its start is on the clock.
         from . import render as module

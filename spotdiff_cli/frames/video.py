@@ -546,6 +546,7 @@ def _probe_args(exe: str, path: str | os.PathLike) -> list[str]:
 # resolved path): the first open of each takes its answer.
 _AHEAD: dict[tuple[str, str], subprocess.Popen] = {}
 _AHEAD_LOCK = threading.Lock()
+_AHEAD_KEPT = 8  # answers waiting at most: a process that calls the command often stays clean
 
 
 def probe_ahead(sources: list[str], limit: int = 2) -> None:
@@ -558,11 +559,14 @@ def probe_ahead(sources: list[str], limit: int = 2) -> None:
     exe = find_ffmpeg()
     if exe is None:
         return
-    for source in [s for s in sources if os.path.isfile(s)][:limit]:
+    files = (s for s in sources if os.path.isfile(s))
+    for source in itertools.islice(files, limit):
         key = (exe, os.path.realpath(source))
         with _AHEAD_LOCK:
             if key in _AHEAD:
                 continue
+            while len(_AHEAD) >= _AHEAD_KEPT:  # runs that never opened theirs: reaped
+                _forget(_AHEAD.pop(next(iter(_AHEAD))))
             try:
                 _AHEAD[key] = subprocess.Popen(
                     _probe_args(exe, source),
@@ -574,6 +578,14 @@ def probe_ahead(sources: list[str], limit: int = 2) -> None:
                 )
             except OSError:  # asked again, and told properly, when the source opens
                 return
+
+
+def _forget(proc: subprocess.Popen) -> None:
+    """End and reap a probe nobody will read (no zombie is left in a long-lived process)."""
+    if proc.poll() is None:
+        proc.kill()
+    with contextlib.suppress(OSError, ValueError, subprocess.SubprocessError):
+        proc.communicate(timeout=5)
 
 
 def _asked_ahead(exe: str, path: Path) -> str | None:
