@@ -426,13 +426,14 @@ def test_answers_made_ahead_are_kept_as_long_as_asked():
     det.detect(frames[0])  # forgotten after sixteen others: a second pass
     assert len(det.blobs) == 21
     det.keep_answers(40)
-    det.keep_answers(8)  # never fewer than asked before
     for frame in frames:
         det.detect(frame)
     before = len(det.blobs)
     for frame in frames:
         det.detect(frame)
     assert len(det.blobs) == before
+    det.keep_answers()  # the default again: the older answers (and their frames) let go
+    assert len(det._recent) == D.ANSWERS_KEPT
 
 
 @pytest.mark.parametrize("shape", [(256, 416, 3), (224, 224, 3)])

@@ -585,3 +585,27 @@ def test_a_run_resumed_between_visits_equals_the_uninterrupted_one(tmp_path, mon
         ]
 
     assert told(resumed) == told(full) and len(told(full)) == 2
+
+
+def test_a_run_keeps_as_many_answers_as_it_has_in_flight_and_gives_the_default_back():
+    """The pipeline's first looks make passes up to ``in_flight`` samples before the tracker
+    asks; the detector keeps that many answers for the run, and its default after."""
+
+    class Kept:
+        def __init__(self) -> None:
+            self.kept: list[int | None] = []
+
+        def keep_answers(self, count: int | None = None) -> None:
+            self.kept.append(count)
+
+        def unpin(self, *args) -> None:
+            pass
+
+    detector = Kept()
+    watcher = ObjectWatcher(1280, 720, 1.0, look_every=1.0, detector=detector, in_flight=70)
+    assert watcher._the_detector() is detector and watcher._the_detector() is detector
+    assert detector.kept == [70 + 8]  # asked once, with room for the stages' hands
+    watcher.close()
+    assert detector.kept == [78, None]  # the default again
+    ObjectWatcher(1280, 720, 1.0, look_every=1.0, detector=detector).close()
+    assert detector.kept == [78, None]  # a watcher that never asked gives nothing back

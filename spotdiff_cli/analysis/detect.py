@@ -255,6 +255,11 @@ def fitted_size(shape: tuple[int, ...], largest: int = INPUT_SIZE) -> int:
     return max(MIN_INPUT, min(largest, -(-max(shape[:2]) // stride) * stride))
 
 
+# Answers kept for frames asked about again (the captions name a sample's clusters, then the
+# tracker looks at it): the last few, unless a caller asks for more (``keep_answers``).
+ANSWERS_KEPT = 16
+
+
 class ObjectDetector:
     """NanoDet, run by onnxruntime (int8) or ``cv2.dnn`` (float). Build it once
     (:func:`default_detector`) and call :meth:`detect`.
@@ -354,7 +359,7 @@ class ObjectDetector:
         self._net_lock = threading.Lock()  # cv2.dnn.Net is not thread-safe
         # Last answers, oldest first: key -> (the crop asked about, its detections).
         self._recent: dict[tuple, tuple[np.ndarray, tuple[Detection, ...]]] = {}
-        self.answers_kept = 16  # how many (``keep_answers``)
+        self.answers_kept = ANSWERS_KEPT  # how many (``keep_answers``)
         # Passes under way: key -> the pass a second asker of the same frame waits for.
         self._making: dict[tuple, _Pass] = {}
         # Answers given for a frame without a pass of its own, until unpinned (``pin``):
@@ -396,14 +401,17 @@ class ObjectDetector:
             for x, y, w, h in [d.box]
         ]
 
-    def keep_answers(self, count: int) -> None:
-        """Keep at least the last ``count`` answers (16 by default). The video pipeline's first
-        looks make a changed sample's pass as many samples ahead of the tracker and the
-        captions as its queues hold; an answer forgotten before they ask is a pass made twice
-        (the room clip at 1 s: 98-104 passes instead of 65 with 70 samples in flight). Each
-        kept answer keeps its frame alive."""
+    def keep_answers(self, count: int = ANSWERS_KEPT) -> None:
+        """Keep the last ``count`` answers (``ANSWERS_KEPT`` by default), forgetting older ones
+        now. The video pipeline's first looks make a changed sample's pass as many samples
+        ahead of the tracker and the captions as its queues hold; an answer forgotten before
+        they ask is a pass made twice (the room clip at 1 s: 98-104 passes instead of 65 with
+        70 samples in flight). Each kept answer keeps its frame alive, so a run that asked for
+        more gives the default back when it ends (``ObjectWatcher.close``)."""
         with self._lock:
-            self.answers_kept = max(self.answers_kept, count)
+            self.answers_kept = max(1, count)
+            while len(self._recent) > self.answers_kept:
+                self._recent.pop(next(iter(self._recent)))
 
     def pin(
         self,

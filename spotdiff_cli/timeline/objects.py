@@ -164,6 +164,7 @@ class ObjectWatcher:
         in_flight: how many samples the pipeline's queues hold between :meth:`pass_due` and
         the tracker (answers :meth:`pass_due` pinned stay pinned that long)."""
         self.standing_kept = in_flight + _STANDING_SPARE
+        self._kept_more = False  # the detector was asked to keep standing_kept answers
         self.width, self.height, self.scale = width, height, scale
         self.look_every = look_every
         self._region = region
@@ -293,8 +294,10 @@ class ObjectWatcher:
 
         detector = self._detector or default_detector()
         keep = getattr(detector, "keep_answers", None)
-        if keep is not None:  # answers made ahead are still there when later stages ask
+        if keep is not None and not self._kept_more:
+            # Answers made ahead are still there when later stages ask.
             keep(self.standing_kept)
+            self._kept_more = True
         return detector
 
     def pass_due(
@@ -355,6 +358,11 @@ class ObjectWatcher:
         the process shares (a long-lived one describes many sources)."""
         while self._standing:
             self._the_detector().unpin(*self._standing.popleft(), MIN_TOP_VIEW_SCORE)
+        if self._kept_more:  # the answers kept for this run's queues: the default again
+            self._kept_more = False
+            from ..analysis.detect import default_detector  # built already: it was asked
+
+            (self._detector or default_detector()).keep_answers()
 
     def warm(self, pixels: np.ndarray, thumb: np.ndarray, region: BBox | None) -> None:
         """Make the detector's pass that :meth:`pass_due` asked for, on the first looks' thread
