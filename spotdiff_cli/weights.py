@@ -81,6 +81,19 @@ def user_cache_dir() -> Path:
     return base / "spotdiff"
 
 
+def file_key(path: str | os.PathLike, *more: str) -> str | None:
+    """A short key for what was derived from the file at ``path`` and ``more`` (versions, the
+    CPU): its resolved path, size and time, hashed, so a cached copy follows the file it was
+    made from. None when the file cannot be read."""
+    try:
+        real = Path(path).resolve()
+        stat = real.stat()
+    except OSError:
+        return None
+    made_of = "|".join([str(real), str(stat.st_size), str(stat.st_mtime_ns), *more])
+    return hashlib.sha256(made_of.encode()).hexdigest()[:20]
+
+
 def manifest_dirs() -> list[Path]:
     """The folders whose ``manifest.json`` is read, in search order, de-duplicated."""
     dirs: list[Path] = []

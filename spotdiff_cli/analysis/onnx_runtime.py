@@ -7,7 +7,6 @@ Both also run on ``cv2.dnn``, so a platform without an onnxruntime wheel still w
 from __future__ import annotations
 
 import functools
-import hashlib
 import os
 import platform
 import threading
@@ -16,7 +15,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import ModelError
-from ..weights import user_cache_dir
+from ..weights import file_key, user_cache_dir
 
 # Threads for one pass of either network: two (one on a one-core machine). A 720p caption's
 # detector pass takes 13 ms instead of 18 and its classifier crops 10 instead of 17.
@@ -160,13 +159,8 @@ def optimised_copy(path: Path, version: str) -> Path | None:
     file cannot be read or ``SPOTDIFF_ORT_CACHE=0``."""
     if os.environ.get("SPOTDIFF_ORT_CACHE", "").strip() == "0":
         return None
-    try:
-        stat = path.stat()
-    except OSError:
-        return None
-    made_of = f"{path.resolve()}|{stat.st_size}|{stat.st_mtime_ns}|{version}|{_cpu()}"
-    key = hashlib.sha256(made_of.encode()).hexdigest()[:20]
-    return user_cache_dir() / "onnxruntime" / f"{path.stem}-{key}.ort"
+    key = file_key(path, version, _cpu())
+    return None if key is None else user_cache_dir() / "onnxruntime" / f"{path.stem}-{key}.ort"
 
 
 @functools.cache

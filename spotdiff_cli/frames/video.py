@@ -597,8 +597,7 @@ def _asked_ahead(exe: str, path: Path) -> str | None:
     try:
         return proc.communicate(timeout=60)[1]
     except subprocess.TimeoutExpired:  # asked again the usual way, with its own limit
-        proc.kill()
-        proc.communicate()
+        _forget(proc)
         return None
 
 
@@ -1218,17 +1217,10 @@ def _help_copy(exe: str) -> Path | None:
     cannot be read or ``SPOTDIFF_FFMPEG_CACHE=0``."""
     if os.environ.get("SPOTDIFF_FFMPEG_CACHE", "").strip() == "0":
         return None
-    try:
-        real = os.path.realpath(exe)
-        stat = os.stat(real)
-    except OSError:
-        return None
-    import hashlib
+    from ..weights import file_key, user_cache_dir
 
-    from ..weights import user_cache_dir
-
-    key = hashlib.sha256(f"{real}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()[:20]
-    return user_cache_dir() / "ffmpeg" / f"showinfo-help-{key}.txt"
+    key = file_key(exe)
+    return None if key is None else user_cache_dir() / "ffmpeg" / f"showinfo-help-{key}.txt"
 
 
 def _showinfo_options(exe: str) -> dict[str, int]:
